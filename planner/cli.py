@@ -1,0 +1,248 @@
+"""`planner` command line: parse, call the library, render. Nothing is computed here.
+
+Bad input exits with code 2 and one line on stderr: `error: <field>: <what is wrong; what is allowed>`.
+Subcommands live in small modules that each expose `register(subparsers)`; their heavy imports happen inside the
+handlers so that `planner estimate` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+
+# modules that add subcommands (each has register(subparsers)); optional ones are skipped if absent
+_EXTENSIONS = ("planner.cli_validate", "planner.cli_serving", "planner.cli_accuracy")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse prints usage + message by default)
+        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
+
+
+def positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {v}")
+    return v
+
+
+def int_list(text: str) -> list[int]:
+    """'1,8,32' -> [1, 8, 32]."""
+    return [positive_int(t.strip()) for t in text.split(",") if t.strip()]
+
+
+def str_list(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def add_workload_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", "-m", required=True, help="catalog id (planner models list) or path to a HF config.json")
+    p.add_argument("--hardware", "-H", required=True, help="catalog id (planner hardware list) or path to a spec YAML")
+    p.add_argument("--weights", "-w", default="fp16", help="weight format (fp16, bf16, fp8, int8, int4-g128, q4_0, ...)")
+    p.add_argument("--kv-dtype", default="fp16", help="KV-cache dtype: fp16, bf16, fp8, int8, int4")
+    p.add_argument("--batch", "-b", type=positive_int, default=1, help="concurrent sequences")
+    p.add_argument("--prompt", "-p", type=positive_int, default=512, help="prompt tokens per sequence")
+    p.add_argument("--output", "-o", type=positive_int, default=128, help="output tokens per sequence")
+    p.add_argument("--unit", default=None, help="compute unit of a system-on-chip (cpu, gpu, npu); default fastest")
+    p.add_argument("--engine", default="none", help="KV sizing rules: none, vllm, trtllm, sglang, llamacpp")
+    p.add_argument("--no-flash-attention", action="store_true", help="materialize the attention score matrix")
+    eff = p.add_mutually_exclusive_group()
+    eff.add_argument("--no-calibration", action="store_true", help="ignore calibration files (kind/device defaults)")
+    eff.add_argument("--datasheet", action="store_true", help="plain roofline: efficiency 1.0, no overheads")
+
+
+def efficiency_mode(args) -> str:
+    return "datasheet" if args.datasheet else ("default" if args.no_calibration else "auto")
+
+
+# ---------------------------------------------------------------- handlers
+
+
+def cmd_estimate(args) -> int:
+    from .estimate import estimate
+    from .report import estimate_text, ops_text
+
+    e = estimate(args.model, args.hardware, args.weights, args.kv_dtype, args.batch, args.prompt, args.output,
+                 unit=args.unit, efficiency=efficiency_mode(args), engine=args.engine,
+                 flash_attention=not args.no_flash_attention)
+    if args.json:
+        print(e.model_dump_json(indent=2))
+    else:
+        print(estimate_text(e))
+        if args.ops:
+            print()
+            print(ops_text(e, "prefill"))
+            print()
+            print(ops_text(e, "decode"))
+    for w in e.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    return 0
+
+
+def cmd_hardware(args) -> int:
+    from .hardware import load_all_hardware, load_hardware
+    from .report import table
+
+    if args.action == "list":
+        rows = [{"id": s.id, "name": s.name, "kind": s.kind, "memory_gb": f"{s.memory.capacity_gb:g}",
+                 "bandwidth_gbs": f"{s.memory.bandwidth_gbs:g}",
+                 "units": ",".join(u.name for u in s.units)} for s in load_all_hardware()]
+        print(json.dumps(rows, indent=2) if args.json else table(rows, list(rows[0]) if rows else ["id"]))
+        return 0
+    if not args.id:
+        raise _usage("hardware show: give a hardware id, e.g. `planner hardware show h100-sxm`")
+    s = load_hardware(args.id)
+    print(s.model_dump_json(indent=2, exclude_none=True) if args.json else _yaml(s.model_dump(exclude_none=True)))
+    return 0
+
+
+def cmd_models(args) -> int:
+    from .architecture import list_model_ids, load_model
+    from .report import table
+
+    if args.action == "list":
+        rows = []
+        for i in list_model_ids():
+            m = load_model(i)
+            kind = "MoE" if m.moe else "dense"
+            attn = "MLA" if m.mla else ("MHA" if m.num_kv_heads == m.num_attention_heads else
+                                         ("MQA" if m.num_kv_heads == 1 else "GQA"))
+            rows.append({"id": i, "params_b": f"{m.total_params / 1e9:.2f}", "active_b": f"{m.active_params / 1e9:.2f}",
+                         "type": kind, "attention": attn + (" +SWA" if m.sliding_window else ""),
+                         "layers": m.num_layers, "max_context": m.max_position_embeddings})
+        print(json.dumps(rows, indent=2) if args.json else table(rows, list(rows[0])))
+        return 0
+    if not args.id:
+        raise _usage("models show: give a model id, e.g. `planner models show llama-2-7b`")
+    m = load_model(args.id)
+    d = m.model_dump(exclude_none=True)
+    d["param_breakdown"] = m.param_breakdown()
+    print(json.dumps(d, indent=2) if args.json else _yaml(d))
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    import time
+
+    from .io import atomic_write_text
+    from .sweep import sweep
+
+    t0 = time.perf_counter()
+    df = sweep(args.models, args.hardware, args.weights, args.batch, args.prompt, args.output, args.kv_dtype,
+               efficiency=efficiency_mode(args))
+    dt = time.perf_counter() - t0
+    out = args.out
+    if out is None:
+        print(df.to_string(index=False, max_rows=60))
+    elif out.endswith(".csv"):
+        atomic_write_text(out, df.to_csv(index=False))
+    elif out.endswith(".json"):
+        atomic_write_text(out, df.to_json(orient="records", indent=1))
+    elif out.endswith(".md"):
+        atomic_write_text(out, df.to_markdown(index=False) if _has_tabulate() else _md(df))
+    else:
+        raise _usage(f"--out: unknown table type '{out}'; allowed endings: .csv, .json, .md")
+    print(f"{len(df):,} configurations in {dt:.3f} s ({len(df) / max(dt, 1e-9):,.0f} per second)"
+          + (f" -> {out}" if out else ""), file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _usage(msg: str):
+    from .errors import PlannerError
+    return PlannerError(msg)
+
+
+def _yaml(d) -> str:
+    import yaml
+    return yaml.safe_dump(d, sort_keys=False, allow_unicode=True).rstrip()
+
+
+def _has_tabulate() -> bool:
+    try:
+        import tabulate  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def _md(df) -> str:
+    cols = list(df.columns)
+    rows = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for rec in df.itertuples(index=False):
+        rows.append("| " + " | ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in rec) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="planner", description="LLM inference performance model and capacity planner")
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("estimate", help="memory, latency and throughput of one configuration")
+    add_workload_args(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--ops", action="store_true", help="also print the per-operator table")
+    p.set_defaults(func=cmd_estimate)
+
+    p = sub.add_parser("hardware", help="list or show hardware specs")
+    p.add_argument("action", choices=["list", "show"])
+    p.add_argument("id", nargs="?")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_hardware)
+
+    p = sub.add_parser("models", help="list or show catalog models")
+    p.add_argument("action", choices=["list", "show"])
+    p.add_argument("id", nargs="?")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_models)
+
+    p = sub.add_parser("sweep", help="evaluate a grid of configurations (vectorized) and write a table")
+    p.add_argument("--models", type=str_list, required=True, help="comma-separated model ids")
+    p.add_argument("--hardware", type=str_list, required=True, help="comma-separated hardware ids")
+    p.add_argument("--weights", type=str_list, default=["fp16"], help="comma-separated formats")
+    p.add_argument("--kv-dtype", default="fp16")
+    p.add_argument("--batch", type=int_list, default=[1], help="comma-separated batch sizes")
+    p.add_argument("--prompt", type=int_list, default=[512], help="comma-separated prompt lengths")
+    p.add_argument("--output", type=int_list, default=[128], help="comma-separated output lengths")
+    p.add_argument("--out", default=None, help="write .csv, .json or .md (default: print)")
+    eff = p.add_mutually_exclusive_group()
+    eff.add_argument("--no-calibration", action="store_true")
+    eff.add_argument("--datasheet", action="store_true")
+    p.set_defaults(func=cmd_sweep)
+
+    for name in _EXTENSIONS:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        mod.register(sub)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .errors import PlannerError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except PlannerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

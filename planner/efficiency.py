@@ -1,0 +1,56 @@
+"""Which efficiency factors an estimate uses, and why.
+
+Order of precedence (the first that applies wins, and the result's `source` says which):
+  1. an explicit Efficiency passed by the caller (tests, sweeps, calibration fitting)
+  2. `datasheet`: efficiency 1.0 and no overheads (the plain roofline)
+  3. a calibration file for the device written by `planner validate fit` (hardware_specs/calibration/<id>.yaml),
+     unless calibration is turned off (`--no-calibration`)
+  4. the device spec's own `efficiency:` section
+  5. the documented default for the compute unit's kind (hardware_specs/defaults/efficiency.yaml)
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from .errors import pydantic_one_line
+from .hardware import DATASHEET_EFFICIENCY, SPECS_DIR, ComputeUnit, Efficiency, HardwareSpec, default_efficiency
+from .io import read_yaml
+
+CALIBRATION_DIR = SPECS_DIR / "calibration"
+
+
+def calibration_path(hardware_id: str) -> Path:
+    return CALIBRATION_DIR / f"{hardware_id}.yaml"
+
+
+@lru_cache(maxsize=64)
+def _calibrated(path: str, unit: str) -> Efficiency | None:
+    p = Path(path)
+    if not p.exists():
+        return None
+    data = read_yaml(p)
+    units = data.get("units") or {}
+    if unit not in units:
+        return None
+    try:
+        eff = Efficiency.model_validate(units[unit])
+    except ValidationError as exc:
+        raise pydantic_one_line(f"calibration {p}", exc) from None
+    return eff if eff.source else eff.model_copy(update={"source": f"calibration {p.name}"})
+
+
+def resolve_efficiency(spec: HardwareSpec, unit: ComputeUnit, mode: str | Efficiency = "auto") -> Efficiency:
+    """mode: an Efficiency, 'datasheet', 'auto' (calibration if present, else spec/kind default) or 'default'."""
+    if isinstance(mode, Efficiency):
+        return mode
+    if mode == "datasheet":
+        return DATASHEET_EFFICIENCY
+    if mode == "auto":
+        cal = _calibrated(str(calibration_path(spec.id)), unit.name)
+        if cal is not None:
+            return cal
+    return default_efficiency(spec, unit)

@@ -1,0 +1,26 @@
+"""One error type for everything a user can get wrong: the CLI prints its message on one line, exit 2."""
+
+from __future__ import annotations
+
+import difflib
+
+
+class PlannerError(ValueError):
+    """Bad input: an unknown id, a malformed file, an impossible value. The message is one line."""
+
+
+def unknown_id(kind: str, name: str, known: list[str], listing: str | None = None) -> PlannerError:
+    """'unknown hardware 'h10': did you mean h100-sxm, h100-pcie? (see `planner hardware list`)'."""
+    close = difflib.get_close_matches(name, known, n=4, cutoff=0.4)
+    hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(sorted(known)[:12])}..."
+    return PlannerError(f"unknown {kind} '{name}': {hint} (see `planner {listing or kind} list`)")
+
+
+def pydantic_one_line(where: str, err) -> PlannerError:
+    """Turn a pydantic ValidationError into one line naming the field and what was wrong."""
+    parts = []
+    for e in err.errors()[:3]:
+        loc = ".".join(str(x) for x in e.get("loc", ())) or "(root)"
+        parts.append(f"{loc}: {e.get('msg', 'invalid')}")
+    more = f" (+{len(err.errors()) - 3} more)" if len(err.errors()) > 3 else ""
+    return PlannerError(f"{where}: " + "; ".join(parts) + more)

@@ -1,0 +1,245 @@
+"""The public entry point: one Estimate for (model, hardware, format, KV dtype, batch, prompt, output).
+
+Data flows one way: specs + architecture + format + workload -> ops -> roofline -> memory/latency -> Estimate.
+Nothing here prints; report.py renders an Estimate.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from .architecture import ModelArch, load_model
+from .efficiency import resolve_efficiency
+from .errors import PlannerError
+from .hardware import Efficiency, HardwareSpec, load_hardware, runtime_overhead_gb
+from .latency import decode_step_time_s, decode_sum_s
+from .memory import engine_kv, max_batch, max_context, memory_breakdown
+from .ops import decode_ops, kv_bytes_per_sequence, kv_bytes_per_token, kv_bytes_per_token_per_layer, prefill_ops, totals
+from .quantization import WeightFormat, kv_dtype as norm_kv_dtype, weight_format
+from .roofline import DeviceModel, OpTime, device_model, select_unit, step_bound, step_time_s, time_ops
+from .units import GB
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class OpReport(_Out):
+    name: str
+    count: int
+    flops: float
+    bytes: float
+    weight_bytes: float
+    kv_bytes: float
+    intensity_flop_per_byte: float | None
+    time_ms: float
+    compute_ms: float
+    memory_ms: float
+    bound: str
+
+
+class MemoryReport(_Out):
+    weights_gb: float
+    kv_cache_gb: float
+    activations_gb: float
+    overhead_gb: float
+    total_gb: float
+    capacity_gb: float
+    device_memory_gb: float
+    fits: bool
+    verdict: str
+    max_batch_at_context: int
+    max_context_at_batch: int
+    model_max_context: int
+
+
+class KVReport(_Out):
+    dtype: str
+    bytes_per_token: float
+    bytes_per_token_per_layer: float
+    gb_per_sequence: float
+    total_gb: float
+
+
+class PrefillReport(_Out):
+    latency_ms: float | None
+    tokens_per_s: float | None
+    bound: str
+    flops: float
+    bytes: float
+    ops: list[OpReport]
+
+
+class DecodeReport(_Out):
+    latency_ms_per_token: float | None
+    latency_ms_first: float | None
+    latency_ms_last: float | None
+    tokens_per_s_per_sequence: float | None
+    tokens_per_s_total: float | None
+    bound: str
+    bytes_per_step: float
+    weight_bytes_per_step: float
+    kv_bytes_per_step: float
+    ops: list[OpReport]
+
+
+class EndToEndReport(_Out):
+    latency_s: float | None
+    ttft_ms: float | None
+    tpot_ms: float | None
+    output_tokens_per_s_total: float | None
+
+
+class RooflineReport(_Out):
+    unit: str
+    dtypes: dict[str, str]
+    peak_tflops: dict[str, float]
+    bandwidth_gbs: float
+    ridge_flop_per_byte: float
+    effective_ridge_flop_per_byte: float
+
+
+class EngineReport(_Out):
+    engine: str
+    kv_pool_gb: float
+    max_concurrency: float
+    blocks: int | None
+    fits: bool
+    rule: str
+
+
+class EfficiencyReport(_Out):
+    bandwidth_fraction: float
+    compute_fraction: float
+    kernel_overhead_us: float
+    step_overhead_ms: float
+    source: str
+
+
+class Estimate(_Out):
+    model: str
+    hardware: str
+    hardware_name: str
+    weights: str
+    kv_dtype: str
+    batch: int
+    prompt: int
+    output: int
+    flash_attention: bool
+    params_b: float
+    active_params_b: float
+    memory: MemoryReport
+    kv_cache: KVReport
+    prefill: PrefillReport
+    decode: DecodeReport
+    end_to_end: EndToEndReport
+    roofline: RooflineReport
+    engine: EngineReport
+    efficiency: EfficiencyReport
+    warnings: list[str]
+
+
+def _op_reports(op_times: list[OpTime]) -> list[OpReport]:
+    out = []
+    for ot in op_times:
+        op = ot.op
+        b = op.count * float(op.bytes)
+        f = op.count * float(op.flops)
+        out.append(OpReport(
+            name=op.name, count=op.count, flops=f, bytes=b, weight_bytes=op.count * float(op.weight_bytes),
+            kv_bytes=op.count * float(op.kv_read_bytes + op.kv_write_bytes),
+            intensity_flop_per_byte=f / b if b > 0 else None,
+            time_ms=float(ot.time_s) * 1e3, compute_ms=float(ot.compute_s) * 1e3, memory_ms=float(ot.memory_s) * 1e3,
+            bound=str(ot.bound)))
+    return out
+
+
+def _check_workload(batch: int, prompt: int, output: int):
+    for name, v, lo in (("batch", batch, 1), ("prompt", prompt, 1), ("output", output, 1)):
+        if not isinstance(v, (int,)) or isinstance(v, bool) or v < lo:
+            raise PlannerError(f"--{name}: must be an integer >= {lo}, got {v!r}")
+
+
+def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str = "fp16", kv_dtype: str = "fp16",
+             batch: int = 1, prompt: int = 512, output: int = 128, unit: str | None = None,
+             efficiency: str | Efficiency = "auto", engine: str = "none", flash_attention: bool = True) -> Estimate:
+    """Predict memory, TTFT, TPOT, throughput and bounds for one configuration.
+
+    efficiency: 'auto' (calibration if present, else the device/kind default), 'default', 'datasheet' (1.0, no
+    overheads), or an explicit Efficiency.
+    """
+    _check_workload(batch, prompt, output)
+    m = model if isinstance(model, ModelArch) else load_model(model)
+    spec = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
+    fmt: WeightFormat = weight_format(weights)
+    kvd = norm_kv_dtype(kv_dtype)
+    u = select_unit(spec, fmt, unit)
+    eff = resolve_efficiency(spec, u, efficiency)
+    dev: DeviceModel = device_model(spec, u, fmt, eff)
+    warnings: list[str] = []
+    context = prompt + output
+    if context > m.max_position_embeddings:
+        warnings.append(f"context {context} exceeds {m.name}'s maximum of {m.max_position_embeddings} tokens")
+
+    # memory
+    cap = spec.usable_capacity_gb * GB
+    ovh = runtime_overhead_gb(spec) * GB
+    mb = memory_breakdown(m, fmt, kvd, batch, prompt, output, cap, ovh, flash_attention)
+    ek = engine_kv(engine, m, fmt, kvd, batch, prompt, output, cap, ovh, flash_attention)
+    fits = mb.fits if engine == "none" else ek.fits
+    if fits:
+        verdict = f"fits: {mb.total_bytes / GB:.2f} GB of {cap / GB:.2f} GB usable"
+    else:
+        verdict = f"does not fit: needs {mb.total_bytes / GB:.2f} GB of {cap / GB:.2f} GB usable"
+        if engine != "none":
+            verdict += f" ({engine}: KV pool holds {ek.max_concurrency:.1f} sequences of {context} tokens, batch {batch})"
+    memory = MemoryReport(
+        weights_gb=mb.weights_bytes / GB, kv_cache_gb=mb.kv_cache_bytes / GB, activations_gb=mb.activations_bytes / GB,
+        overhead_gb=mb.overhead_bytes / GB, total_gb=mb.total_bytes / GB, capacity_gb=cap / GB,
+        device_memory_gb=spec.memory.capacity_gb, fits=fits, verdict=verdict,
+        max_batch_at_context=max_batch(m, fmt, kvd, prompt, output, cap, ovh, flash_attention),
+        max_context_at_batch=max_context(m, fmt, kvd, batch, cap, ovh, flash_attention),
+        model_max_context=m.max_position_embeddings)
+    kv = KVReport(dtype=kvd, bytes_per_token=kv_bytes_per_token(m, kvd),
+                  bytes_per_token_per_layer=kv_bytes_per_token_per_layer(m, kvd),
+                  gb_per_sequence=float(kv_bytes_per_sequence(m, kvd, context)) / GB, total_gb=mb.kv_cache_bytes / GB)
+
+    # latency
+    p_times = time_ops(prefill_ops(m, fmt, kvd, batch, prompt, 0, flash_attention), dev)
+    ttft_s = float(step_time_s(p_times, dev))
+    p_tot = totals([ot.op for ot in p_times])
+    d_first_ops = decode_ops(m, fmt, kvd, batch, prompt, flash_attention)
+    d_times = time_ops(d_first_ops, dev)
+    d_first = float(step_time_s(d_times, dev))
+    d_last = float(decode_step_time_s(m, fmt, kvd, dev, batch, prompt + max(output - 2, 0), flash_attention))
+    d_sum = float(decode_sum_s(m, fmt, kvd, dev, batch, prompt, output, flash_attention))
+    tpot = d_sum / (output - 1) if output > 1 else d_first
+    e2e = ttft_s + d_sum
+    d_tot = totals(d_first_ops)
+
+    def ok(x):
+        return x if fits else None
+
+    prefill = PrefillReport(latency_ms=ok(ttft_s * 1e3), tokens_per_s=ok(batch * prompt / ttft_s),
+                            bound=str(step_bound(p_times)), flops=float(p_tot["flops"]), bytes=float(p_tot["bytes"]),
+                            ops=_op_reports(p_times))
+    decode = DecodeReport(
+        latency_ms_per_token=ok(tpot * 1e3), latency_ms_first=ok(d_first * 1e3), latency_ms_last=ok(d_last * 1e3),
+        tokens_per_s_per_sequence=ok(1.0 / tpot), tokens_per_s_total=ok(batch / tpot), bound=str(step_bound(d_times)),
+        bytes_per_step=float(d_tot["bytes"]), weight_bytes_per_step=float(d_tot["weight_bytes"]),
+        kv_bytes_per_step=float(d_tot["kv_read_bytes"] + d_tot["kv_write_bytes"]), ops=_op_reports(d_times))
+    e2e_r = EndToEndReport(latency_s=ok(e2e), ttft_ms=ok(ttft_s * 1e3), tpot_ms=ok(tpot * 1e3),
+                           output_tokens_per_s_total=ok(batch * output / e2e))
+    from .ops import MATMUL
+    roof = RooflineReport(unit=dev.unit, dtypes=dev.dtypes, peak_tflops=dev.peak_tflops, bandwidth_gbs=dev.bandwidth_gbs,
+                          ridge_flop_per_byte=dev.ridge_flop_per_byte,
+                          effective_ridge_flop_per_byte=dev.eff_peak_flops[MATMUL] / dev.eff_bandwidth_bytes_s)
+    b = m.param_breakdown()
+    return Estimate(
+        model=m.name, hardware=spec.id, hardware_name=spec.name, weights=fmt.name, kv_dtype=kvd, batch=batch,
+        prompt=prompt, output=output, flash_attention=flash_attention, params_b=b["total"] / 1e9,
+        active_params_b=b["active"] / 1e9, memory=memory, kv_cache=kv, prefill=prefill, decode=decode,
+        end_to_end=e2e_r, roofline=roof,
+        engine=EngineReport(engine=ek.engine, kv_pool_gb=ek.kv_pool_bytes / GB, max_concurrency=ek.max_concurrency,
+                            blocks=ek.blocks, fits=ek.fits, rule=ek.rule),
+        efficiency=EfficiencyReport(**eff.model_dump()), warnings=warnings)

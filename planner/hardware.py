@@ -1,0 +1,227 @@
+"""Hardware specs: the schema of `hardware_specs/*.yaml`, loading by id or path, efficiency defaults.
+
+Specs are data, the schema is code: every section carries a `source`, unknown keys are errors, peaks are dense
+(sparse datasheet figures halved, GeForce cards at the fp32-accumulate tensor rate). A device has one or more
+compute units sharing one memory system (a system-on-chip lists CPU, GPU and NPU separately).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import PlannerError, pydantic_one_line, unknown_id
+from .io import read_yaml
+
+DType = Literal["fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4", "fp4"]
+DTYPES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4", "fp4")
+UnitKind = Literal["gpu", "cpu", "npu"]
+DeviceKind = Literal["gpu", "cpu", "soc", "npu"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SPECS_DIR = Path(os.environ.get("PLANNER_SPECS_DIR", REPO_ROOT / "hardware_specs"))
+EFFICIENCY_DEFAULTS_PATH = SPECS_DIR / "defaults" / "efficiency.yaml"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MemorySpec(_Frozen):
+    """Main memory: capacity in GB (1e9), peak bandwidth in GB/s (1e9 B/s)."""
+
+    capacity_gb: float = Field(gt=0)
+    bandwidth_gbs: float = Field(gt=0)
+    type: str | None = None
+    usable_fraction: float = Field(1.0, gt=0, le=1, description="share a model may use (unified memory, phones)")
+    source: str = Field(min_length=3)
+    usable_fraction_source: str | None = None
+    derived: str | None = Field(None, description="how any number here was derived, if not printed by the vendor")
+
+    @model_validator(mode="after")
+    def _usable_has_source(self):
+        if self.usable_fraction < 1 and not self.usable_fraction_source:
+            raise ValueError("usable_fraction < 1 needs usable_fraction_source")
+        return self
+
+
+class ComputeUnit(_Frozen):
+    """One compute unit (the GPU, the CPU cores, an NPU) with its dense peaks in TFLOP/s (or TOPS for ints)."""
+
+    name: str = Field(min_length=1)
+    kind: UnitKind
+    peak_tflops: dict[DType, float] = Field(min_length=1)
+    formats: list[str] | None = Field(None, description="weight formats this unit runs; None = every format")
+    bandwidth_gbs: float | None = Field(None, gt=0, description="if this unit alone reaches less than memory peak")
+    source: str = Field(min_length=3)
+    derived: str | None = None
+
+    @model_validator(mode="after")
+    def _positive_peaks(self):
+        for k, v in self.peak_tflops.items():
+            if not v > 0:
+                raise ValueError(f"peak_tflops.{k} must be > 0, got {v}")
+        return self
+
+
+class CacheSpec(_Frozen):
+    last_level_mb: float = Field(gt=0)
+    source: str = Field(min_length=3)
+
+
+class InterconnectSpec(_Frozen):
+    """GPU-to-GPU link. NVIDIA quotes NVLink as total bidirectional GB/s per GPU; one direction is half."""
+
+    kind: Literal["nvlink", "pcie", "infinity-fabric", "nvlink-c2c", "ethernet", "thunderbolt", "none"]
+    bidirectional_gbs: float = Field(ge=0)
+    pcie_bidirectional_gbs: float | None = Field(None, ge=0)
+    source: str = Field(min_length=3)
+
+    @property
+    def per_direction_gbs(self) -> float:
+        return self.bidirectional_gbs / 2
+
+
+class PowerSpec(_Frozen):
+    tdp_w: float = Field(gt=0)
+    source: str = Field(min_length=3)
+
+
+class PriceSpec(_Frozen):
+    usd_per_hour: float = Field(gt=0)
+    source: str = Field(min_length=3)
+
+
+class Efficiency(_Frozen):
+    """Achievable fractions of peak and fixed costs; the roofline divides peaks by these.
+
+    time(op) = max(flops / (peak * compute_fraction), bytes / (bandwidth * bandwidth_fraction)) + kernel_overhead_us
+    time(step) = sum(op times) + step_overhead_ms
+    """
+
+    bandwidth_fraction: float = Field(gt=0, le=1)
+    compute_fraction: float = Field(gt=0, le=1)
+    kernel_overhead_us: float = Field(0.0, ge=0)
+    step_overhead_ms: float = Field(0.0, ge=0)
+    source: str = Field("", description="where these came from: kind default, device spec, calibration file")
+
+
+DATASHEET_EFFICIENCY = Efficiency(
+    bandwidth_fraction=1.0, compute_fraction=1.0, kernel_overhead_us=0.0, step_overhead_ms=0.0,
+    source="datasheet peaks (efficiency 1.0, no overheads)",
+)
+
+
+class HardwareSpec(_Frozen):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    name: str
+    kind: DeviceKind
+    vendor: str
+    year: int | None = None
+    memory: MemorySpec
+    units: list[ComputeUnit] = Field(min_length=1)
+    cache: CacheSpec | None = None
+    interconnect: InterconnectSpec | None = None
+    power: PowerSpec | None = None
+    price: PriceSpec | None = None
+    efficiency: Efficiency | None = Field(None, description="device override of the kind defaults")
+    notes: str | None = None
+
+    @model_validator(mode="after")
+    def _unique_units(self):
+        names = [u.name for u in self.units]
+        if len(set(names)) != len(names):
+            raise ValueError(f"unit names must be unique, got {names}")
+        return self
+
+    @property
+    def usable_capacity_gb(self) -> float:
+        return self.memory.capacity_gb * self.memory.usable_fraction
+
+    def unit(self, name: str | None) -> ComputeUnit:
+        if name is None:
+            return self.units[0]
+        for u in self.units:
+            if u.name == name:
+                return u
+        raise PlannerError(f"--unit: '{name}' is not a unit of {self.id}; allowed: {', '.join(u.name for u in self.units)}")
+
+
+# ---------------------------------------------------------------- loading
+
+
+def spec_paths() -> dict[str, Path]:
+    """id -> path of every device YAML in hardware_specs/ (top level only)."""
+    return {p.stem: p for p in sorted(SPECS_DIR.glob("*.yaml"))}
+
+
+def list_hardware_ids() -> list[str]:
+    return list(spec_paths())
+
+
+def parse_hardware(data: dict, where: str) -> HardwareSpec:
+    try:
+        return HardwareSpec.model_validate(data)
+    except ValidationError as exc:
+        raise pydantic_one_line(f"hardware spec {where}", exc) from None
+
+
+@lru_cache(maxsize=256)
+def _load_path(path: str) -> HardwareSpec:
+    return parse_hardware(read_yaml(path), path)
+
+
+def load_hardware(id_or_path: str) -> HardwareSpec:
+    """A catalog id (`h100-sxm`) or a path to a user's YAML file."""
+    if id_or_path.endswith((".yaml", ".yml")) or os.sep in id_or_path:
+        if not Path(id_or_path).exists():
+            raise PlannerError(f"--hardware: file not found: {id_or_path}")
+        return _load_path(str(Path(id_or_path).resolve()))
+    paths = spec_paths()
+    if id_or_path not in paths:
+        raise unknown_id("hardware", id_or_path, list(paths))
+    spec = _load_path(str(paths[id_or_path]))
+    if spec.id != id_or_path:
+        raise PlannerError(f"{paths[id_or_path]}: id '{spec.id}' does not match the file name")
+    return spec
+
+
+def load_all_hardware() -> list[HardwareSpec]:
+    return [load_hardware(i) for i in list_hardware_ids()]
+
+
+# ---------------------------------------------------------------- efficiency defaults
+
+
+class _EfficiencyDefaults(_Frozen):
+    by_unit_kind: dict[UnitKind, Efficiency]
+    runtime_overhead_gb: dict[DeviceKind, float]
+    runtime_overhead_source: str
+    source: str
+
+
+@lru_cache(maxsize=1)
+def efficiency_defaults() -> _EfficiencyDefaults:
+    data = read_yaml(EFFICIENCY_DEFAULTS_PATH)
+    try:
+        return _EfficiencyDefaults.model_validate(data)
+    except ValidationError as exc:
+        raise pydantic_one_line(str(EFFICIENCY_DEFAULTS_PATH), exc) from None
+
+
+def default_efficiency(spec: HardwareSpec, unit: ComputeUnit) -> Efficiency:
+    """The device's own override if its spec has one, else the documented default for the unit's kind."""
+    if spec.efficiency is not None:
+        eff = spec.efficiency
+        return eff if eff.source else eff.model_copy(update={"source": f"hardware spec {spec.id}"})
+    eff = efficiency_defaults().by_unit_kind[unit.kind]
+    return eff.model_copy(update={"source": f"default for {unit.kind} units ({EFFICIENCY_DEFAULTS_PATH.name})"})
+
+
+def runtime_overhead_gb(spec: HardwareSpec) -> float:
+    """Memory the runtime takes before any model byte: CUDA context, framework workspace, allocator slack."""
+    return efficiency_defaults().runtime_overhead_gb[spec.kind]

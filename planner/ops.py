@@ -1,0 +1,225 @@
+"""Per-operator costs of one forward step: ModelArch x WeightFormat x KV dtype x (batch, tokens, context).
+
+Every function here is pure arithmetic on numpy arrays (or scalars) so that one call evaluates a whole grid of
+batch sizes and lengths; nothing depends on the hardware. Each OpCost counts one instance of the op in one layer
+(`count` layers share it):
+
+  flops          multiply-adds x 2 (a [T, K] x [K, N] matmul costs 2*T*K*N)
+  weight_bytes   parameters read (at the format's effective bits per weight, scales included)
+  act_bytes      activations read and written (16-bit, or fp32 for the fp32 format)
+  kv_read_bytes  KV cache read: K once in the score op, V once in the value op (never the whole cache twice)
+  kv_write_bytes new K and V appended to the cache
+
+Prefill of S new tokens per sequence after `past` cached ones: a causal query i attends to past + i + 1 keys
+(capped at the sliding window W on local layers). Decode: one new token per sequence attends to `context`
+cached keys plus itself. MoE decode reads only the experts a batch touches: with E experts, k per token and
+T tokens under uniform routing, E * (1 - (1 - k/E)^T) distinct experts (expected value).
+Only the last position's logits are computed in prefill (as vLLM and llama.cpp do).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .architecture import ModelArch
+from .quantization import WeightFormat, activation_bytes, kv_bytes_per_element
+
+# compute classes: which peak an op runs at
+MATMUL = "matmul"        # weight GEMMs: the format's compute dtype
+ATTENTION = "attention"  # QK^T and PV: the activation dtype
+VECTOR = "vector"        # norms, softmax, embedding gather: elementwise (memory bound in practice)
+
+
+@dataclass(frozen=True)
+class OpCost:
+    name: str
+    stage: str
+    count: int
+    flops: np.ndarray | float
+    weight_bytes: np.ndarray | float
+    act_bytes: np.ndarray | float
+    kv_read_bytes: np.ndarray | float = 0.0
+    kv_write_bytes: np.ndarray | float = 0.0
+    compute: str = MATMUL
+
+    @property
+    def bytes(self):
+        return self.weight_bytes + self.act_bytes + self.kv_read_bytes + self.kv_write_bytes
+
+
+def _f(x):
+    return np.asarray(x, dtype=np.float64)
+
+
+def expected_distinct_experts(num_experts: int, k: int, tokens):
+    """E * (1 - (1 - k/E)^T): expected number of distinct experts hit by T tokens routed uniformly, k each."""
+    t = _f(tokens)
+    return num_experts * (1.0 - (1.0 - k / num_experts) ** t)
+
+
+def causal_key_sum(past, new, window=None):
+    """sum_{i=0}^{new-1} min(past + i + 1, window): keys attended by `new` causal queries after `past` cached.
+
+    With f(x) = sum_{n=1}^{x} min(n, W) = xc (xc + 1) / 2 + W * max(x - W, 0), xc = min(x, W), the sum is
+    f(past + new) - f(past).
+    """
+    past, new = _f(past), _f(new)
+
+    def f(x):
+        if window is None:
+            return x * (x + 1) / 2
+        xc = np.minimum(x, window)
+        return xc * (xc + 1) / 2 + window * np.maximum(x - window, 0)
+
+    return f(past + new) - f(past)
+
+
+# ---------------------------------------------------------------- weights
+
+
+def weight_bytes_by_group(m: ModelArch, fmt: WeightFormat) -> dict[str, float]:
+    """Bytes of every weight group at the format's bits; norms stay 16-bit. Sums to the weight memory."""
+    b = m.param_breakdown()
+    bpw = fmt.bytes_per_weight
+    linear = b["attention"] + b["dense_mlp"] + b["routed_experts"] + b["shared_experts"]
+    return {
+        "embedding": b["embedding"] * fmt.embedding_bits / 8,
+        "linear": linear * bpw,
+        "router": b["router"] * 2.0,
+        "norms": b["norms"] * 2.0,
+        "lm_head": b["lm_head"] * fmt.lm_head_bits / 8,
+    }
+
+
+def weight_bytes(m: ModelArch, fmt: WeightFormat) -> float:
+    return float(sum(weight_bytes_by_group(m, fmt).values()))
+
+
+# ---------------------------------------------------------------- KV cache
+
+
+def kv_bytes_per_token_per_layer(m: ModelArch, kv_dtype: str) -> float:
+    """2 x kv_heads x head_dim x bytes (MHA/GQA/MQA), or (kv_lora_rank + rope_dim) x bytes (MLA)."""
+    return m.kv_elements_per_token_per_layer * kv_bytes_per_element(kv_dtype)
+
+
+def kv_bytes_per_token(m: ModelArch, kv_dtype: str) -> float:
+    """Bytes one token adds to the cache across all layers (before any sliding window caps it)."""
+    return m.num_layers * kv_bytes_per_token_per_layer(m, kv_dtype)
+
+
+def kv_bytes_per_sequence(m: ModelArch, kv_dtype: str, context):
+    """Cache bytes for one sequence of `context` tokens; local (sliding-window) layers keep at most W tokens."""
+    c = _f(context)
+    per = kv_bytes_per_token_per_layer(m, kv_dtype)
+    local = m.num_local_layers * np.minimum(c, m.sliding_window) if m.sliding_window else 0.0
+    return per * (m.num_global_layers * c + local)
+
+
+# ---------------------------------------------------------------- operators
+
+
+def _attention_ops(m: ModelArch, kv_dtype: str, a: float, stage: str, batch, new, past, flash: bool) -> list[OpCost]:
+    """QK^T, softmax and PV for one layer group (global and sliding-window layers separately)."""
+    B, S, P = _f(batch), _f(new), _f(past)
+    Hq = m.num_attention_heads
+    kv_el = kv_bytes_per_element(kv_dtype)
+    if m.mla:
+        # decode runs the absorbed form on the latent cache (scores over kv_lora + rope dims, values over kv_lora);
+        # prefill decompresses K/V per head (qk = nope + rope, v = v_head_dim)
+        absorbed = stage == "decode"
+        d_qk = m.mla.kv_lora_rank + m.mla.qk_rope_head_dim if absorbed else m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim
+        d_v = m.mla.kv_lora_rank if absorbed else m.mla.v_head_dim
+        k_tok = m.kv_elements_per_token_per_layer * kv_el  # the latent holds both K and V
+        v_tok = 0.0
+    else:
+        d_qk = d_v = m.head_dim
+        k_tok = v_tok = m.num_kv_heads * m.head_dim * kv_el
+    groups = [("", m.num_global_layers, None)]
+    if m.sliding_window:
+        groups = [("", m.num_global_layers, None), ("_local", m.num_local_layers, m.sliding_window)]
+    ops = []
+    for suffix, count, window in groups:
+        if count == 0:
+            continue
+        keys = causal_key_sum(P, S, window)                 # sum over queries of keys attended, per sequence
+        cached = P if window is None else np.minimum(P, window)  # cached tokens read from the KV cache
+        pairs = B * Hq * keys                               # (query, key) pairs per layer
+        kv_read_k = B * cached * k_tok
+        kv_read_v = B * cached * v_tok
+        new_kv = B * S * (k_tok + v_tok)                    # appended to the cache this step
+        q_bytes = B * S * Hq * d_qk * a
+        o_bytes = B * S * Hq * d_v * a
+        fresh_kv_act = B * S * (k_tok + v_tok) / kv_el * a if stage == "prefill" else 0.0  # new K/V read as activations
+        score_bytes = 0.0 if flash else pairs * a           # materialized score/probability matrix
+        ops.append(OpCost(f"attn_scores{suffix}", stage, count, 2 * pairs * d_qk, 0.0,
+                          q_bytes + fresh_kv_act / 2 + score_bytes, kv_read_k, new_kv, ATTENTION))
+        ops.append(OpCost(f"attn_softmax{suffix}", stage, count, 5 * pairs, 0.0, 2 * score_bytes, 0.0, 0.0, VECTOR))
+        ops.append(OpCost(f"attn_values{suffix}", stage, count, 2 * pairs * d_v, 0.0,
+                          o_bytes + fresh_kv_act / 2 + score_bytes, kv_read_v, 0.0, ATTENTION))
+    return ops
+
+
+def step_ops(m: ModelArch, fmt: WeightFormat, kv_dtype: str, stage: str, batch, new_tokens, past,
+             flash_attention: bool = True) -> list[OpCost]:
+    """All operators of one forward step over `batch` sequences, each adding `new_tokens` after `past` cached.
+
+    Prefill: new_tokens = prompt length, past = 0 (or the cached prefix for chunked prefill).
+    Decode: new_tokens = 1, past = tokens already in the cache.
+    """
+    B, S = _f(batch), _f(new_tokens)
+    T = B * S
+    h, a, bpw = m.hidden_size, activation_bytes(fmt), fmt.bytes_per_weight
+    L = m.num_layers
+    ops: list[OpCost] = [
+        OpCost("embedding", stage, 1, 0.0, T * h * fmt.embedding_bits / 8, T * h * a, compute=VECTOR),
+        OpCost("norms", stage, L, 4.0 * T * h * (m.norm_params_per_layer() // h),
+               m.norm_params_per_layer() * 2.0, (m.norm_params_per_layer() // h) * 2 * T * h * a, compute=VECTOR),
+    ]
+    attn_p = m.attention_params()
+    o_p = m.attn_out_dim * h + (h if m.o_proj_bias else 0)
+    qkv_p = attn_p - o_p
+    ops.append(OpCost("qkv_proj", stage, L, 2 * T * qkv_p, qkv_p * bpw, T * (h + m.q_dim + 2 * m.kv_dim) * a))
+    ops += _attention_ops(m, kv_dtype, a, stage, B, S, past, flash_attention)
+    ops.append(OpCost("o_proj", stage, L, 2 * T * o_p, o_p * bpw, T * (m.attn_out_dim + h) * a))
+    if m.num_dense_layers:
+        I = m.intermediate_size
+        mp = m.mlp_params(I)
+        ops.append(OpCost("mlp", stage, m.num_dense_layers, 2 * T * mp, mp * bpw,
+                          T * (2 * h + (3 if m.mlp_gated else 2) * I) * a))
+    if m.moe:
+        E, k = m.moe.num_experts, m.moe.experts_per_token
+        nm = m.num_moe_layers
+        ep = m.expert_params()
+        Ie = m.moe.expert_intermediate_size
+        touched = expected_distinct_experts(E, k, T)
+        ops.append(OpCost("moe_router", stage, nm, 2 * T * h * E, m.router_params() * 2.0, T * (h + E) * a))
+        ops.append(OpCost("moe_experts", stage, nm, 2 * T * k * ep, touched * ep * bpw,
+                          T * k * (2 * h + 3 * Ie) * a))
+        sp = m.shared_expert_params()
+        if sp:
+            ops.append(OpCost("moe_shared_experts", stage, nm, 2 * T * sp, sp * bpw, T * 3 * h * a))
+    # final norm + LM head on the last position of each sequence; a tied head still reads the embedding matrix
+    lm_p = m.vocab_size * h
+    lm_bits = fmt.embedding_bits if m.tie_word_embeddings else fmt.lm_head_bits
+    ops.append(OpCost("lm_head", stage, 1, 2 * B * lm_p, lm_p * lm_bits / 8, B * (h * a + m.vocab_size * 4.0)))
+    return ops
+
+
+def prefill_ops(m, fmt, kv_dtype, batch, prompt, past=0, flash_attention=True):
+    return step_ops(m, fmt, kv_dtype, "prefill", batch, prompt, past, flash_attention)
+
+
+def decode_ops(m, fmt, kv_dtype, batch, context, flash_attention=True):
+    return step_ops(m, fmt, kv_dtype, "decode", batch, 1, context, flash_attention)
+
+
+def totals(ops: list[OpCost]) -> dict[str, np.ndarray]:
+    """Sum of each cost field over all ops (times their layer count)."""
+    out = {}
+    for field in ("flops", "weight_bytes", "act_bytes", "kv_read_bytes", "kv_write_bytes"):
+        out[field] = sum(op.count * _f(getattr(op, field)) for op in ops)
+    out["bytes"] = out["weight_bytes"] + out["act_bytes"] + out["kv_read_bytes"] + out["kv_write_bytes"]
+    return out

@@ -1,0 +1,105 @@
+"""Number formats: weight formats with their true bits per weight (scales and zero points included), which
+tensors stay in higher precision, the compute path each format takes, and KV-cache element sizes.
+
+Effective bits per weight (bpw) = bits + scale_bits / group + zero_bits / group:
+  int4 g128, fp16 scale          = 4 + 16/128          = 4.125
+  int4 g128, fp16 scale, int4 zp = 4 + (16 + 4)/128    = 4.156  (GPTQ/AWQ pack 4-bit zero points)
+  llama.cpp Q4_0 (32 x 4-bit + fp16 scale)     = 4 + 16/32 = 4.5   (ggml-quants.h block_q4_0)
+  llama.cpp Q8_0 (32 x 8-bit + fp16 scale)     = 8 + 16/32 = 8.5   (block_q8_0)
+  NF4 (64-value blocks, fp32 absmax)           = 4 + 32/64 = 4.5;  with double quantization 4.127 (QLoRA, arXiv:2305.14314)
+  MXFP4 (32 x fp4 + e8m0 scale)                = 4 + 8/32  = 4.25  (OCP Microscaling spec v1.0)
+  NVFP4 (16 x fp4 + fp8 scale)                 = 4 + 8/16  = 4.5   (NVIDIA Blackwell NVFP4; per-tensor fp32 scale ignored)
+  Q4_K_M / Q5_K_M: mixed k-quants; their published effective bpw over a whole Llama-7B file are ~4.85 / ~5.69
+  (llama.cpp quantize table: 7B Q4_K_M 4.08 GB ~ 4.85 bpw, Q5_K_M 4.78 GB ~ 5.69 bpw; k-quants PR #1684).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import PlannerError
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    name: str
+    bits_per_weight: float
+    compute_dtypes: tuple[str, ...]  # preference order; the first the compute unit has a peak for is used
+    embedding_bits: float = 16.0
+    lm_head_bits: float = 16.0
+    weight_only: bool = True  # activations stay 16-bit; dequantize to fp16/bf16 before the matmul
+    description: str = ""
+
+    @property
+    def bytes_per_weight(self) -> float:
+        return self.bits_per_weight / 8
+
+
+_WO = ("bf16", "fp16", "fp32")  # weight-only: dequantize into a 16-bit matmul (fp32 on units without 16-bit peaks)
+_WO_NPU = ("bf16", "fp16", "int8", "fp32")  # an NPU without 16-bit peaks runs int weights on its int8 engine
+
+
+def _int4(group: int, zero: bool, name: str, desc: str) -> WeightFormat:
+    bpw = 4 + 16 / group + (4 / group if zero else 0)
+    return WeightFormat(name, bpw, _WO_NPU, description=desc)
+
+
+WEIGHT_FORMATS: dict[str, WeightFormat] = {f.name: f for f in [
+    WeightFormat("fp32", 32, ("fp32",), 32, 32, description="IEEE fp32 everywhere"),
+    WeightFormat("fp16", 16, ("fp16", "bf16", "fp32"), description="fp16 weights and activations"),
+    WeightFormat("bf16", 16, ("bf16", "fp16", "fp32"), description="bf16 weights and activations"),
+    WeightFormat("fp8", 8 + 32 / 4096, ("fp8", "bf16", "fp16", "fp32"), weight_only=False,
+                 description="fp8 e4m3 weights and activations (w8a8-fp8), per-channel fp32 scale; fp8 tensor peak"),
+    WeightFormat("int8", 8 + 16 / 4096, _WO_NPU, description="int8 weight-only, per-output-channel fp16 scale (w8a16)"),
+    WeightFormat("w8a8-int8", 8 + 16 / 4096, ("int8", "bf16", "fp16", "fp32"), weight_only=False,
+                 description="int8 weights and activations (SmoothQuant-style); int8 tensor peak"),
+    _int4(32, False, "int4-g32", "int4 group-wise, group 32, fp16 scale"),
+    _int4(64, False, "int4-g64", "int4 group-wise, group 64, fp16 scale"),
+    _int4(128, False, "int4-g128", "int4 group-wise, group 128, fp16 scale"),
+    _int4(32, True, "int4-g32-zp", "int4 group 32, fp16 scale + 4-bit zero point"),
+    _int4(128, True, "int4-g128-zp", "int4 group 128, fp16 scale + 4-bit zero point"),
+    _int4(128, True, "gptq-int4", "GPTQ 4-bit, group 128, fp16 scales, packed 4-bit zeros; embeddings/LM head fp16"),
+    _int4(128, True, "awq-int4", "AWQ 4-bit, group 128, fp16 scales, packed 4-bit zeros; embeddings/LM head fp16"),
+    WeightFormat("nf4", 4 + 32 / 64, _WO, description="bitsandbytes NF4, block 64, fp32 absmax"),
+    WeightFormat("nf4-dq", 4 + 8 / 64 + 32 / (64 * 256), _WO, description="NF4 with double quantization (QLoRA): 4.127 bpw"),
+    WeightFormat("mxfp4", 4.25, ("fp4", "bf16", "fp16", "fp32"), description="OCP MXFP4 (e8m0 scale per 32); fp4 peak on Blackwell"),
+    WeightFormat("nvfp4", 4.5, ("fp4", "fp8", "bf16", "fp16", "fp32"), weight_only=False,
+                 description="NVIDIA NVFP4 (fp8 scale per 16), fp4 tensor peak on Blackwell"),
+    WeightFormat("q8_0", 8.5, _WO_NPU, 8.5, 8.5, description="llama.cpp Q8_0: blocks of 32 int8 + fp16 scale"),
+    WeightFormat("q4_0", 4.5, _WO_NPU, 4.5, 6.5625, description="llama.cpp Q4_0: blocks of 32 int4 + fp16 scale; output tensor Q6_K"),
+    WeightFormat("q4_k_m", 4.85, _WO_NPU, 4.85, 6.5625, description="llama.cpp Q4_K_M (mixed Q4_K/Q6_K), published ~4.85 bpw"),
+    WeightFormat("q5_k_m", 5.69, _WO_NPU, 5.69, 6.5625, description="llama.cpp Q5_K_M (mixed Q5_K/Q6_K), published ~5.69 bpw"),
+    WeightFormat("q6_k", 6.5625, _WO_NPU, 6.5625, 6.5625, description="llama.cpp Q6_K: 6.5625 bpw"),
+]}
+
+# Aliases users type.
+_ALIASES = {"f16": "fp16", "float16": "fp16", "bfloat16": "bf16", "f32": "fp32", "float32": "fp32",
+            "int4": "int4-g128", "w4a16": "int4-g128", "w8a16": "int8", "gptq": "gptq-int4", "awq": "awq-int4",
+            "q4_k": "q4_k_m", "q5_k": "q5_k_m", "int4_g32": "int4-g32", "fp8-e4m3": "fp8"}
+
+KV_DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+_KV_ALIASES = {"f16": "fp16", "auto": "fp16", "fp8_e4m3": "fp8", "q8_0": "int8", "q4_0": "int4"}
+
+
+def weight_format(name: str) -> WeightFormat:
+    key = _ALIASES.get(name.lower(), name.lower())
+    if key not in WEIGHT_FORMATS:
+        raise PlannerError(f"--weights: unknown format '{name}'; allowed: {', '.join(WEIGHT_FORMATS)}")
+    return WEIGHT_FORMATS[key]
+
+
+def kv_dtype(name: str) -> str:
+    """Normalize a KV-cache dtype name. KV int8/int4/fp8 carry a per-tensor scale (negligible bytes)."""
+    key = _KV_ALIASES.get(name.lower(), name.lower())
+    if key not in KV_DTYPE_BYTES:
+        raise PlannerError(f"--kv-dtype: unknown dtype '{name}'; allowed: {', '.join(KV_DTYPE_BYTES)}")
+    return key
+
+
+def kv_bytes_per_element(name: str) -> float:
+    return KV_DTYPE_BYTES[kv_dtype(name)]
+
+
+def activation_bytes(fmt: WeightFormat) -> float:
+    """Activations stay 16-bit for every format but fp32 (w8a8/fp8 quantize them on the fly inside the GEMM)."""
+    return 4.0 if fmt.name == "fp32" else 2.0

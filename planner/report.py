@@ -1,0 +1,77 @@
+"""Render an Estimate (or lists of specs/models) as readable text. No arithmetic beyond unit display."""
+
+from __future__ import annotations
+
+from .estimate import Estimate
+from .units import fmt_bytes, fmt_ms
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else fmt_ms(x)
+
+
+def _rate(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.1f}"
+
+
+def estimate_text(e: Estimate) -> str:
+    m, kv, p, d, ee = e.memory, e.kv_cache, e.prefill, e.decode, e.end_to_end
+    lines = [
+        f"{e.model} ({e.params_b:.2f}B params"
+        + (f", {e.active_params_b:.2f}B active" if abs(e.active_params_b - e.params_b) > 1e-3 else "")
+        + f") on {e.hardware_name} [{e.roofline.unit}]",
+        f"weights {e.weights}, KV cache {e.kv_dtype}, batch {e.batch}, prompt {e.prompt}, output {e.output}"
+        + ("" if e.flash_attention else ", no FlashAttention"),
+        "",
+        f"Memory: {m.verdict if m.fits else 'DOES NOT FIT -- ' + m.verdict.removeprefix('does not fit: ')}",
+        f"  weights      {m.weights_gb:10.2f} GB",
+        f"  KV cache     {m.kv_cache_gb:10.2f} GB   ({kv.bytes_per_token:,.0f} B/token, {kv.gb_per_sequence:.3f} GB/sequence)",
+        f"  activations  {m.activations_gb:10.2f} GB",
+        f"  overhead     {m.overhead_gb:10.2f} GB",
+        f"  total        {m.total_gb:10.2f} GB of {m.capacity_gb:.2f} GB usable ({m.device_memory_gb:g} GB on device)",
+        f"  largest batch at this context: {m.max_batch_at_context}; longest context at this batch: "
+        f"{m.max_context_at_batch:,} tokens (model maximum {m.model_max_context:,})",
+    ]
+    if e.engine.engine != "none":
+        lines.append(f"  {e.engine.engine}: KV pool {e.engine.kv_pool_gb:.2f} GB, holds {e.engine.max_concurrency:.1f} "
+                     f"sequences of {e.prompt + e.output} tokens ({e.engine.rule})")
+    lines += ["", "Latency" + ("" if m.fits else " (not shown: the configuration does not fit)")]
+    if m.fits:
+        lines += [
+            f"  TTFT (prefill)          {_ms(p.latency_ms):>10}   {_rate(p.tokens_per_s)} prompt tok/s, {p.bound} bound",
+            f"  TPOT (mean)             {_ms(d.latency_ms_per_token):>10}   first {_ms(d.latency_ms_first)}, "
+            f"last {_ms(d.latency_ms_last)}, {d.bound} bound",
+            f"  decode tok/s            {_rate(d.tokens_per_s_per_sequence):>10} per sequence, "
+            f"{_rate(d.tokens_per_s_total)} total",
+            f"  end-to-end              {ee.latency_s:>9.3f}s   for {e.output} output tokens",
+            f"  decode reads {fmt_bytes(d.bytes_per_step)} per step "
+            f"(weights {fmt_bytes(d.weight_bytes_per_step)}, KV {fmt_bytes(d.kv_bytes_per_step)})",
+        ]
+    r = e.roofline
+    lines += [
+        "",
+        f"Roofline: {r.peak_tflops['matmul']:g} TFLOP/s ({r.dtypes['matmul']}) / {r.bandwidth_gbs:g} GB/s -> ridge "
+        f"{r.ridge_flop_per_byte:.0f} FLOP/byte",
+        f"Efficiency: bandwidth {e.efficiency.bandwidth_fraction:.2f}, compute {e.efficiency.compute_fraction:.2f}, "
+        f"{e.efficiency.kernel_overhead_us:g} us/op, {e.efficiency.step_overhead_ms:g} ms/step  [{e.efficiency.source}]",
+    ]
+    lines += [f"warning: {w}" for w in e.warnings]
+    return "\n".join(lines)
+
+
+def ops_text(e: Estimate, stage: str) -> str:
+    rep = e.prefill if stage == "prefill" else e.decode
+    out = [f"{stage} operators:", f"  {'op':22s} {'x':>3s} {'GFLOP':>10s} {'MB':>10s} {'FLOP/B':>8s} {'time':>10s}  bound"]
+    for o in rep.ops:
+        ai = "-" if o.intensity_flop_per_byte is None else f"{o.intensity_flop_per_byte:.1f}"
+        out.append(f"  {o.name:22s} {o.count:3d} {o.flops / 1e9:10.2f} {o.bytes / 1e6:10.1f} {ai:>8s} "
+                   f"{fmt_ms(o.time_ms):>10s}  {o.bound}")
+    return "\n".join(out)
+
+
+def table(rows: list[dict], columns: list[str]) -> str:
+    """A plain aligned text table."""
+    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) if rows else len(c) for c in columns}
+    head = "  ".join(c.ljust(widths[c]) for c in columns)
+    body = ["  ".join(str(r.get(c, "")).ljust(widths[c]) for c in columns) for r in rows]
+    return "\n".join([head, "  ".join("-" * widths[c] for c in columns), *body])

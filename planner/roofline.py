@@ -1,0 +1,138 @@
+"""The roofline: OpCost x device -> time and bound. Pure functions of numbers (Williams et al., CACM 2009).
+
+  time(op)  = count * (max(flops / (peak * compute_fraction), bytes / (bandwidth * bandwidth_fraction)) + overhead)
+  intensity = flops / bytes                      (FLOP/byte)
+  ridge     = peak / bandwidth                   (FLOP/byte where an op turns compute bound)
+
+A compute unit's peak depends on the op's class: weight GEMMs run at the weight format's compute dtype
+(weight-only int8/int4 dequantize into fp16/bf16 GEMMs; w8a8 and fp8 use the int8/fp8 tensor peaks), attention at
+the activation dtype, elementwise ops at the vector (fp32) rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import PlannerError
+from .hardware import ComputeUnit, Efficiency, HardwareSpec
+from .ops import ATTENTION, MATMUL, VECTOR, OpCost
+from .quantization import WeightFormat
+from .units import GB, TERA, US
+
+_CLASS_DTYPES = {
+    ATTENTION: ("bf16", "fp16", "fp32", "int8"),
+    VECTOR: ("fp32", "fp16", "bf16", "int8"),
+}
+
+
+def roofline_time_s(flops, n_bytes, peak_flops_per_s, bandwidth_bytes_per_s):
+    """(time, compute_time, memory_time) in seconds: the larger of compute and memory time."""
+    compute = np.asarray(flops, dtype=np.float64) / peak_flops_per_s
+    memory = np.asarray(n_bytes, dtype=np.float64) / bandwidth_bytes_per_s
+    return np.maximum(compute, memory), compute, memory
+
+
+def pick_dtype(unit: ComputeUnit, preferences: tuple[str, ...]) -> str | None:
+    return next((d for d in preferences if d in unit.peak_tflops), None)
+
+
+def unit_supports(unit: ComputeUnit, fmt: WeightFormat) -> bool:
+    if unit.formats is not None and fmt.name not in unit.formats:
+        return False
+    return pick_dtype(unit, fmt.compute_dtypes) is not None
+
+
+def select_unit(spec: HardwareSpec, fmt: WeightFormat, name: str | None = None) -> ComputeUnit:
+    """The named unit, or the fastest unit (peak at the format's compute dtype) that runs the format."""
+    if name is not None:
+        unit = spec.unit(name)
+        if not unit_supports(unit, fmt):
+            allowed = [u.name for u in spec.units if unit_supports(u, fmt)]
+            raise PlannerError(f"--unit: {spec.id} unit '{name}' does not run format {fmt.name}; units that do: "
+                               f"{', '.join(allowed) or 'none'}")
+        return unit
+    able = [u for u in spec.units if unit_supports(u, fmt)]
+    if not able:
+        raise PlannerError(f"--weights: no compute unit of {spec.id} runs format {fmt.name}")
+    return max(able, key=lambda u: u.peak_tflops[pick_dtype(u, fmt.compute_dtypes)])
+
+
+@dataclass(frozen=True)
+class DeviceModel:
+    """A compute unit with its effective peaks (FLOP/s) per op class, effective bandwidth (B/s) and overheads."""
+
+    hardware_id: str
+    unit: str
+    dtypes: dict[str, str]
+    peak_tflops: dict[str, float]       # datasheet dense peak per op class
+    bandwidth_gbs: float                # datasheet bandwidth reachable by this unit
+    efficiency: Efficiency
+
+    @property
+    def eff_peak_flops(self) -> dict[str, float]:
+        return {c: p * TERA * self.efficiency.compute_fraction for c, p in self.peak_tflops.items()}
+
+    @property
+    def eff_bandwidth_bytes_s(self) -> float:
+        return self.bandwidth_gbs * GB * self.efficiency.bandwidth_fraction
+
+    @property
+    def ridge_flop_per_byte(self) -> float:
+        """Datasheet ridge point of the matmul dtype: peak / bandwidth."""
+        return self.peak_tflops[MATMUL] * TERA / (self.bandwidth_gbs * GB)
+
+
+def device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff: Efficiency) -> DeviceModel:
+    dtypes = {MATMUL: pick_dtype(unit, fmt.compute_dtypes)}
+    first = fmt.compute_dtypes[0]
+    act_pref = ((first,) if first in ("fp32", "fp16", "bf16") else ()) + _CLASS_DTYPES[ATTENTION]
+    dtypes[ATTENTION] = pick_dtype(unit, act_pref)
+    dtypes[VECTOR] = pick_dtype(unit, _CLASS_DTYPES[VECTOR])
+    for cls, d in dtypes.items():
+        if d is None:  # a unit with a single listed dtype: run everything there
+            dtypes[cls] = dtypes[MATMUL]
+    bw = min(spec.memory.bandwidth_gbs, unit.bandwidth_gbs or spec.memory.bandwidth_gbs)
+    return DeviceModel(spec.id, unit.name, dtypes, {c: unit.peak_tflops[d] for c, d in dtypes.items()}, bw, eff)
+
+
+@dataclass(frozen=True)
+class OpTime:
+    op: OpCost
+    time_s: np.ndarray
+    compute_s: np.ndarray
+    memory_s: np.ndarray
+    overhead_s: float
+
+    @property
+    def bound(self):
+        return np.where(self.compute_s > self.memory_s, "compute", "memory")
+
+    @property
+    def intensity(self):
+        b = np.asarray(self.op.bytes, dtype=np.float64)
+        return np.where(b > 0, np.asarray(self.op.flops, dtype=np.float64) / np.where(b > 0, b, 1), np.inf)
+
+
+def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
+    peaks, bw = dev.eff_peak_flops, dev.eff_bandwidth_bytes_s
+    ovh = dev.efficiency.kernel_overhead_us * US
+    out = []
+    for op in ops:
+        t, c, m = roofline_time_s(op.flops, op.bytes, peaks[op.compute], bw)
+        out.append(OpTime(op, op.count * (t + ovh), op.count * c, op.count * m, op.count * ovh))
+    return out
+
+
+def step_time_s(op_times: list[OpTime], dev: DeviceModel):
+    """Sum of operator times plus the fixed per-step overhead."""
+    return sum(ot.time_s for ot in op_times) + dev.efficiency.step_overhead_ms * 1e-3
+
+
+def step_bound(op_times: list[OpTime]):
+    """What the step's time goes to: 'compute' or 'memory' (time of ops limited by each), or 'overhead'."""
+    comp = sum(np.where(ot.compute_s > ot.memory_s, ot.compute_s, 0.0) for ot in op_times)
+    mem = sum(np.where(ot.compute_s > ot.memory_s, 0.0, ot.memory_s) for ot in op_times)
+    ovh = sum(ot.overhead_s for ot in op_times)
+    return np.where((ovh > comp) & (ovh > mem), "overhead", np.where(comp > mem, "compute", "memory"))

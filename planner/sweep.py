@@ -1,0 +1,102 @@
+"""Vectorized grid evaluation: models x hardware x formats x batch sizes x prompt lengths x output lengths.
+
+For each (model, format) pair the operator costs are built once over the whole workload grid (numpy arrays), then
+timed against every device at once (device peaks stacked along a leading axis). Same formulas as `estimate`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from .architecture import load_model
+from .efficiency import resolve_efficiency
+from .errors import PlannerError
+from .hardware import load_hardware, runtime_overhead_gb
+from .latency import decode_step_time_s, decode_sum_s, prefill_time_s
+from .memory import activation_bytes_peak
+from .ops import ATTENTION, MATMUL, VECTOR, kv_bytes_per_sequence, weight_bytes
+from .quantization import kv_dtype as norm_kv, weight_format
+from .roofline import device_model, select_unit
+from .units import GB
+
+
+@dataclass(frozen=True)
+class _StackedEfficiency:
+    kernel_overhead_us: np.ndarray
+    step_overhead_ms: np.ndarray
+
+
+@dataclass(frozen=True)
+class _StackedDevice:
+    """Duck-types DeviceModel with arrays of shape (H, 1, 1) so one call times every device."""
+
+    eff_peak_flops: dict
+    eff_bandwidth_bytes_s: np.ndarray
+    efficiency: _StackedEfficiency
+
+
+def _stack(devs) -> _StackedDevice:
+    shape = (len(devs), 1, 1)
+    peaks = {c: np.array([d.eff_peak_flops[c] for d in devs]).reshape(shape) for c in (MATMUL, ATTENTION, VECTOR)}
+    return _StackedDevice(
+        peaks, np.array([d.eff_bandwidth_bytes_s for d in devs]).reshape(shape),
+        _StackedEfficiency(np.array([d.efficiency.kernel_overhead_us for d in devs]).reshape(shape),
+                           np.array([d.efficiency.step_overhead_ms for d in devs]).reshape(shape)))
+
+
+def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), outputs=(128,), kv_dtype="fp16",
+          efficiency="auto", flash_attention=True):
+    """Evaluate the full grid; returns a pandas DataFrame with one row per configuration."""
+    import pandas as pd
+
+    for name, vals in (("batch", batches), ("prompt", prompts), ("output", outputs)):
+        if not vals or any((not isinstance(v, (int, np.integer))) or v < 1 for v in vals):
+            raise PlannerError(f"--{name}: values must be integers >= 1, got {list(vals)}")
+    kvd = norm_kv(kv_dtype)
+    specs = [load_hardware(h) for h in hardware]
+    archs = [load_model(m) for m in models]
+    fmts = [weight_format(f) for f in formats]
+    grid = np.array(list(itertools.product(batches, prompts, outputs)), dtype=np.float64)
+    B, P, O = grid[:, 0], grid[:, 1], grid[:, 2]
+    frames = []
+    for m, fmt in itertools.product(archs, fmts):
+        devs, keep = [], []
+        for spec in specs:
+            try:
+                u = select_unit(spec, fmt)
+            except PlannerError:
+                continue  # this device cannot run this format: no rows
+            devs.append(device_model(spec, u, fmt, resolve_efficiency(spec, u, efficiency)))
+            keep.append(spec)
+        if not devs:
+            continue
+        sd = _stack(devs)
+        H = len(devs)
+        ttft = prefill_time_s(m, fmt, kvd, sd, B, P, 0, flash_attention).reshape(H, -1)
+        dsum = decode_sum_s(m, fmt, kvd, sd, B, P, O, flash_attention).reshape(H, -1)
+        d_first = decode_step_time_s(m, fmt, kvd, sd, B, P, flash_attention).reshape(H, -1)
+        tpot = np.where(O > 1, dsum / np.maximum(O - 1, 1), d_first)
+        need = (weight_bytes(m, fmt) + B * kv_bytes_per_sequence(m, kvd, P + O)
+                + activation_bytes_peak(m, fmt, B, P, 0, flash_attention))
+        cap = np.array([s.usable_capacity_gb * GB for s in keep])[:, None]
+        ovh = np.array([runtime_overhead_gb(s) * GB for s in keep])[:, None]
+        total = need[None, :] + ovh
+        fits = total <= cap
+        n = grid.shape[0]
+        frames.append(pd.DataFrame({
+            "model": np.repeat(m.name, H * n), "hardware": np.repeat([s.id for s in keep], n),
+            "unit": np.repeat([d.unit for d in devs], n), "weights": fmt.name, "kv_dtype": kvd,
+            "batch": np.tile(B, H).astype(int), "prompt": np.tile(P, H).astype(int), "output": np.tile(O, H).astype(int),
+            "fits": fits.ravel(), "total_gb": (total / GB).ravel(), "capacity_gb": np.repeat(cap[:, 0] / GB, n),
+            "ttft_ms": np.where(fits, ttft * 1e3, np.nan).ravel(),
+            "tpot_ms": np.where(fits, tpot * 1e3, np.nan).ravel(),
+            "decode_tok_s_total": np.where(fits, B / tpot, np.nan).ravel(),
+            "e2e_s": np.where(fits, ttft + dsum, np.nan).ravel(),
+        }))
+    if not frames:
+        raise PlannerError("sweep: no device in the grid runs any of the formats")
+    return pd.concat(frames, ignore_index=True)
+
