@@ -1,0 +1,142 @@
+"""The CLI: JSON keys, the table, and one-line errors with exit code 2 for bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from planner.cli import main
+
+REQUIRED_KEYS = [
+    "memory.weights_gb", "memory.kv_cache_gb", "memory.activations_gb", "memory.overhead_gb", "memory.total_gb",
+    "memory.capacity_gb", "memory.fits", "kv_cache.bytes_per_token", "kv_cache.gb_per_sequence", "prefill.latency_ms",
+    "prefill.tokens_per_s", "prefill.bound", "decode.latency_ms_per_token", "decode.tokens_per_s_per_sequence",
+    "decode.tokens_per_s_total", "decode.bound", "end_to_end.latency_s", "efficiency",
+]
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_estimate_json_has_required_keys(capsys):
+    code, out, _ = run(capsys, "estimate", "--model", "llama-2-7b", "--hardware", "a100-40gb-sxm", "--json")
+    assert code == 0
+    d = json.loads(out)
+    for key in REQUIRED_KEYS:
+        node = d
+        for part in key.split("."):
+            assert part in node, key
+            node = node[part]
+    assert d["kv_cache"]["bytes_per_token"] == 524288
+    assert d["efficiency"]["source"]
+
+
+def test_estimate_table(capsys):
+    code, out, _ = run(capsys, "estimate", "-m", "mixtral-8x7b", "-H", "h100-sxm", "-w", "int4-g128", "-b", "8", "--ops")
+    assert code == 0 and "TTFT" in out and "moe_experts" in out and "Efficiency" in out
+
+
+def test_does_not_fit_is_a_verdict(capsys):
+    code, out, _ = run(capsys, "estimate", "-m", "llama-3.1-70b", "-H", "rtx-4090")
+    assert code == 0 and "DOES NOT FIT" in out and "needs" in out and "TTFT" not in out
+
+
+def test_hardware_and_models_listing(capsys):
+    assert run(capsys, "hardware", "list")[0] == 0
+    code, out, _ = run(capsys, "hardware", "show", "h100-sxm", "--json")
+    assert code == 0 and json.loads(out)["memory"]["bandwidth_gbs"] == 3350
+    code, out, _ = run(capsys, "models", "list", "--json")
+    assert code == 0 and any(r["id"] == "deepseek-v3" and r["attention"] == "MLA" for r in json.loads(out))
+    code, out, _ = run(capsys, "models", "show", "llama-2-7b")
+    assert code == 0 and "param_breakdown" in out
+
+
+def test_sweep_writes_tables(tmp_path, capsys):
+    for ext in ("csv", "json", "md"):
+        out = tmp_path / f"s.{ext}"
+        code, _, err = run(capsys, "sweep", "--models", "llama-2-7b,mistral-7b", "--hardware", "a100-80gb-sxm,l4",
+                           "--weights", "fp16,int4-g128", "--batch", "1,8", "--prompt", "512", "--output", "128",
+                           "--out", str(out))
+        assert code == 0 and out.stat().st_size > 0 and "configurations" in err
+    assert (tmp_path / "s.csv").read_text().count("\n") == 1 + 2 * 2 * 2 * 2
+
+
+BAD = [
+    (["estimate", "-m", "llama-2-7x", "-H", "a100-40gb-sxm"], "did you mean llama-2-7b"),
+    (["estimate", "-m", "llama-2-7b", "-H", "h10"], "unknown hardware 'h10'"),
+    (["estimate", "-m", "llama-2-7b", "-H", "a100-40gb-sxm", "-w", "int5"], "--weights: unknown format"),
+    (["estimate", "-m", "llama-2-7b", "-H", "a100-40gb-sxm", "--kv-dtype", "int3"], "--kv-dtype"),
+    (["estimate", "-m", "llama-2-7b", "-H", "a100-40gb-sxm", "--batch", "0"], "--batch"),
+    (["estimate", "-m", "llama-2-7b", "-H", "a100-40gb-sxm", "--prompt", "-5"], "--prompt"),
+    (["estimate", "-m", "llama-2-7b", "-H", "a100-40gb-sxm", "--engine", "tgi"], "--engine"),
+    (["estimate", "-m", "llama-2-7b", "-H", "snapdragon-8-gen3", "--unit", "dsp"], "--unit"),
+    (["sweep", "--models", "llama-2-7b", "--hardware", "l4", "--out", "x.xlsx"], "--out"),
+]
+
+
+@pytest.mark.parametrize("argv, needle", BAD)
+def test_bad_input_one_line_exit_2(capsys, argv, needle):
+    with pytest.raises(SystemExit) if needle in ("--batch", "--prompt") else _nullcontext() as ei:
+        code = main(argv)
+    if ei is not None and hasattr(ei, "value"):
+        code = ei.value.code
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert needle in err and err.startswith("error:") and "\n" not in err and "Traceback" not in err
+
+
+class _nullcontext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *a):
+        return False
+
+
+def test_malformed_files(tmp_path, capsys):
+    bad_yaml = tmp_path / "dev.yaml"
+    bad_yaml.write_text("id: x\nmemory: [unclosed\n")
+    code, _, err = run(capsys, "estimate", "-m", "llama-2-7b", "-H", str(bad_yaml))
+    assert code == 2 and "malformed YAML" in err
+    unknown_key = tmp_path / "dev2.yaml"
+    unknown_key.write_text("id: x\nname: x\nkind: gpu\nvendor: x\nmemory: {capacity_gb: 8, bandwidth_gbs: -1, source: mine}\n"
+                           "units: [{name: gpu, kind: gpu, peak_tflops: {fp16: 10}, source: mine}]\ncolour: red\n")
+    code, _, err = run(capsys, "estimate", "-m", "llama-2-7b", "-H", str(unknown_key))
+    assert code == 2 and "bandwidth_gbs" in err and "colour" in err and "\n" not in err.strip()
+    bad_json = tmp_path / "config.json"
+    bad_json.write_text("{not json")
+    code, _, err = run(capsys, "estimate", "-m", str(bad_json), "-H", "l4")
+    assert code == 2 and "malformed JSON" in err
+    missing = tmp_path / "m" / "config.json"
+    missing.parent.mkdir()
+    missing.write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
+    code, _, err = run(capsys, "estimate", "-m", str(missing), "-H", "l4")
+    assert code == 2 and "missing required field" in err
+
+
+def test_user_yaml_device(tmp_path, capsys):
+    dev = tmp_path / "mygpu.yaml"
+    dev.write_text("id: mygpu\nname: My GPU\nkind: gpu\nvendor: me\nmemory: {capacity_gb: 24, bandwidth_gbs: 1000, "
+                   "source: my measurement}\nunits: [{name: gpu, kind: gpu, peak_tflops: {fp16: 100}, source: mine}]\n")
+    code, out, _ = run(capsys, "estimate", "-m", "llama-2-7b", "-H", str(dev), "--datasheet", "--json")
+    d = json.loads(out)
+    # decode floor at batch 1: (13.48 - 0.26) GB / 1000 GB/s = 13.2 ms plus KV and activations
+    assert code == 0 and d["decode"]["latency_ms_per_token"] == pytest.approx(13.3, rel=0.02)
+
+
+def test_context_beyond_model_maximum_warns(capsys):
+    code, _, err = run(capsys, "estimate", "-m", "llama-2-7b", "-H", "a100-80gb-sxm", "-p", "8000", "-o", "200")
+    assert code == 0 and "exceeds" in err and "4096" in err
+
+
+def test_console_script_entry_point():
+    r = subprocess.run([sys.executable, "-m", "planner", "estimate", "-m", "llama-2-7b", "-H", "l4", "--json"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and json.loads(r.stdout)["hardware"] == "l4"
+    r = subprocess.run([sys.executable, "-m", "planner", "estimate", "-m", "nope", "-H", "l4"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr

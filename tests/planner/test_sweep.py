@@ -1,0 +1,37 @@
+"""The vectorized sweep computes exactly what estimate computes."""
+
+import pytest
+
+from planner import estimate
+from planner.sweep import sweep
+
+
+def test_sweep_matches_estimate():
+    df = sweep(["llama-2-7b", "mixtral-8x7b", "gemma-2-9b"], ["a100-80gb-sxm", "rtx-4090", "apple-m2-ultra"],
+               ["fp16", "int4-g128"], [1, 16], [100, 3000], [1, 300])
+    assert len(df) == 3 * 3 * 2 * 2 * 2 * 2
+    for _, r in df.sample(20, random_state=0).iterrows():
+        e = estimate(r.model, r.hardware, r.weights, batch=int(r.batch), prompt=int(r.prompt), output=int(r.output))
+        assert bool(r.fits) == e.memory.fits
+        assert r.total_gb == pytest.approx(e.memory.total_gb, rel=1e-9)
+        if e.memory.fits:
+            assert r.ttft_ms == pytest.approx(e.prefill.latency_ms, rel=1e-9)
+            assert r.tpot_ms == pytest.approx(e.decode.latency_ms_per_token, rel=1e-9)
+            assert r.e2e_s == pytest.approx(e.end_to_end.latency_s, rel=1e-9)
+
+
+def test_decode_integration_matches_step_by_step_sum():
+    # the midpoint rule over 32 bins vs the brute-force sum over every one of 999 decode steps
+    from planner.architecture import load_model
+    from planner.efficiency import resolve_efficiency
+    from planner.hardware import load_hardware
+    from planner.latency import decode_step_time_s, decode_sum_s
+    from planner.quantization import weight_format
+    from planner.roofline import device_model, select_unit
+    import numpy as np
+
+    m, spec, f = load_model("mistral-7b"), load_hardware("l4"), weight_format("fp16")
+    u = select_unit(spec, f)
+    dev = device_model(spec, u, f, resolve_efficiency(spec, u, "default"))
+    brute = float(np.sum(decode_step_time_s(m, f, "fp16", dev, 8, 3500 + np.arange(999))))
+    assert float(decode_sum_s(m, f, "fp16", dev, 8, 3500, 1000)) == pytest.approx(brute, rel=1e-3)
