@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .architecture import load_model
+from .architecture import ModelArch, load_model
 from .efficiency import resolve_efficiency
 from .errors import PlannerError
-from .hardware import load_hardware, runtime_overhead_gb
+from .hardware import HardwareSpec, load_hardware, runtime_overhead_gb
 from .latency import decode_step_time_s, decode_sum_s, prefill_time_s
 from .memory import activation_bytes_peak
 from .ops import ATTENTION, MATMUL, VECTOR, kv_bytes_per_sequence, weight_bytes
@@ -27,6 +27,7 @@ from .units import GB
 class _StackedEfficiency:
     kernel_overhead_us: np.ndarray
     step_overhead_ms: np.ndarray
+    compute_half_rows: np.ndarray | float = 0.0
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class _StackedDevice:
     eff_peak_flops: dict
     eff_bandwidth_bytes_s: np.ndarray
     efficiency: _StackedEfficiency
+    bytes_per_weight: float = 2.0
+    dequant_factor: np.ndarray | float = 1.0
+    matmul_cap_flops: np.ndarray | float = np.inf
 
 
 def _stack(devs) -> _StackedDevice:
@@ -44,20 +48,26 @@ def _stack(devs) -> _StackedDevice:
     return _StackedDevice(
         peaks, np.array([d.eff_bandwidth_bytes_s for d in devs]).reshape(shape),
         _StackedEfficiency(np.array([d.efficiency.kernel_overhead_us for d in devs]).reshape(shape),
-                           np.array([d.efficiency.step_overhead_ms for d in devs]).reshape(shape)))
+                           np.array([d.efficiency.step_overhead_ms for d in devs]).reshape(shape),
+                           np.array([d.efficiency.compute_half_rows for d in devs]).reshape(shape)),
+        devs[0].bytes_per_weight, np.array([d.dequant_factor for d in devs]).reshape(shape),
+        np.array([d.matmul_cap_flops for d in devs]).reshape(shape))
 
 
 def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), outputs=(128,), kv_dtype="fp16",
           efficiency="auto", flash_attention=True):
-    """Evaluate the full grid; returns a pandas DataFrame with one row per configuration."""
+    """Evaluate the full grid; returns a pandas DataFrame with one row per configuration.
+
+    models / hardware: catalog ids or paths, or already-built ModelArch / HardwareSpec objects (uploads).
+    """
     import pandas as pd
 
     for name, vals in (("batch", batches), ("prompt", prompts), ("output", outputs)):
         if not vals or any((not isinstance(v, (int, np.integer))) or v < 1 for v in vals):
             raise PlannerError(f"--{name}: values must be integers >= 1, got {list(vals)}")
     kvd = norm_kv(kv_dtype)
-    specs = [load_hardware(h) for h in hardware]
-    archs = [load_model(m) for m in models]
+    specs = [h if isinstance(h, HardwareSpec) else load_hardware(h) for h in hardware]
+    archs = [m if isinstance(m, ModelArch) else load_model(m) for m in models]
     fmts = [weight_format(f) for f in formats]
     grid = np.array(list(itertools.product(batches, prompts, outputs)), dtype=np.float64)
     B, P, O = grid[:, 0], grid[:, 1], grid[:, 2]

@@ -1,0 +1,128 @@
+"""planner.ui_data: the tables behind the UI's charts (no streamlit needed).
+
+Hand-derived numbers:
+  H100 SXM datasheet: 989.4 dense fp16 TFLOP/s, 3350 GB/s -> ridge 989.4e12 / 3350e9 = 295.34 FLOP/byte.
+  Llama-3.1-8B in int4-g128 (4 + 16/128 = 4.125 bits per weight; embeddings, LM head and norms stay fp16):
+    fp16 part  (2 x 128256 x 4096 + 32 x 2 x 4096 + 4096) params x 2 B = 2,101,878,784 B
+    int4 part  (8,030,261,248 - 1,050,939,392) params x 4.125 / 8 B   = 3,598,712,832 B
+    total 5.7006 GB; fp16 16.0605 GB (8,030,261,248 x 2 B).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from planner import estimate, ui_data as ud
+from planner.errors import PlannerError
+
+
+@pytest.fixture(scope="module")
+def llama8b():
+    return ud.resolve_model(("catalog", "llama-3.1-8b"))
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return ud.resolve_hardware(("catalog", "h100-sxm"))
+
+
+def test_batch_sweep_matches_estimate_row_by_row(llama8b, h100):
+    df = ud.batch_sweep(llama8b, h100, "fp16", "fp16", 512, 128)
+    assert list(df["batch"]) == list(range(1, 257))
+    for b in (1, 7, 64, 256):
+        e = estimate(llama8b, h100, "fp16", "fp16", b, 512, 128)
+        row = df[df["batch"] == b].iloc[0]
+        assert row["tpot_ms"] == pytest.approx(e.end_to_end.tpot_ms, rel=1e-9)
+        assert row["ttft_ms"] == pytest.approx(e.end_to_end.ttft_ms, rel=1e-9)
+        assert row["total_gb"] == pytest.approx(e.memory.total_gb, rel=1e-9)
+        assert row["decode_bound"] == e.decode.bound
+    tab = ud.batch_table(df)
+    assert list(tab["batch"]) == list(ud.BATCH_TABLE_ROWS)
+
+
+def _frame(tpot, bound=None, fits=None):
+    b = np.arange(1, len(tpot) + 1)
+    tpot = np.asarray(tpot, dtype=float)
+    return pd.DataFrame({"hardware": "x", "batch": b, "tpot_ms": tpot, "decode_tok_s_total": b / tpot * 1e3,
+                         "decode_bound": bound if bound is not None else ["memory"] * len(b),
+                         "fits": fits if fits is not None else [True] * len(b)})
+
+
+def test_knee_rules():
+    # the roofline crossover wins when decode turns compute bound
+    bound = ["memory"] * 63 + ["compute"] * 37
+    assert ud.find_knee(_frame(np.ones(100), bound))["batch"] == 64
+    # memory bound throughout, TPOT = 1 + b/100 ms: twice batch 1's (1.01 ms) at 1 + b/100 >= 2.02 -> b = 102
+    k = ud.find_knee(_frame(1 + np.arange(1, 121) / 100))
+    assert k["batch"] == 102 and "twice" in k["rule"]
+    assert ud.find_knee(_frame(np.ones(50))) is None  # flat: no knee
+    assert ud.find_knee(_frame(np.ones(5), fits=[False] * 5)) is None  # nothing fits
+    # only batches that fit count: the compute-bound batch 4 does not fit
+    assert ud.find_knee(_frame(np.ones(4), ["memory"] * 3 + ["compute"], [True] * 3 + [False])) is None
+
+
+def test_context_sweep_and_points(llama8b, h100):
+    pts = ud.context_points(131072, 128, 3000)
+    assert pts[0] == 128 and 3000 in pts and max(pts) <= 131072 - 128
+    df = ud.context_sweep(llama8b, h100, "fp16", "fp16", 1, 3000, 128)
+    assert list(df["context"]) == [p + 128 for p in pts]
+    assert df["total_gb"].is_monotonic_increasing
+    fit = df[df["fits"]]
+    assert fit["tpot_ms"].is_monotonic_increasing  # longer context, more KV to read per token
+
+
+def test_quant_comparison_weights_by_hand(llama8b, h100):
+    q = ud.quant_comparison(llama8b, h100, "fp16", 1, 512, 128).set_index("format")
+    assert list(q.index) == list(ud.QUANT_FORMATS)
+    assert q.loc["fp16", "weights_gb"] == pytest.approx(8_030_261_248 * 2 / 1e9, rel=1e-9)
+    assert q.loc["int4-g128", "weights_gb"] == pytest.approx((2_101_878_784 + 3_598_712_832) / 1e9, rel=1e-9)
+    assert q.loc["int4-g128", "tpot_ms"] < q.loc["int8", "tpot_ms"] < q.loc["fp16", "tpot_ms"]
+
+
+def test_roofline_frames_by_hand(llama8b, h100):
+    e = estimate(llama8b, h100, batch=4)
+    roofs, points, ridge = ud.roofline_frames(e, h100)
+    assert ridge.iloc[0]["intensity"] == pytest.approx(989.4e12 / 3350e9, rel=1e-9)
+    fp16 = roofs[(roofs["kind"] == "datasheet") & roofs["roof"].str.startswith("fp16/bf16")]
+    assert fp16["tflops"].max() == pytest.approx(989.4)
+    # every roof is min(bandwidth x intensity, peak)
+    for _, r in roofs[roofs["kind"] == "datasheet"].iterrows():
+        peak = float(r["roof"].split("(")[1].split(" ")[0])
+        assert r["tflops"] == pytest.approx(min(3350e9 * r["intensity"] / 1e12, peak), rel=1e-9)
+    # no operator beats the datasheet roof at its own intensity; both stages are drawn
+    top = max(h100.units[0].peak_tflops.values())
+    assert (points["achieved_tflops"] <= np.minimum(3.35 * points["intensity"], top) * (1 + 1e-9)).all()
+    assert set(points["stage"]) == {"prefill", "decode"}
+
+
+def test_uploads_parse_or_fail_in_one_line():
+    with pytest.raises(PlannerError, match=r"^config.json: malformed JSON"):
+        ud.parse_model_upload(b"{oops", "config.json")
+    with pytest.raises(PlannerError, match="expected a JSON object"):
+        ud.parse_model_upload(b"[1, 2]", "config.json")
+    with pytest.raises(PlannerError, match="not UTF-8"):
+        ud.parse_model_upload(b"\xff\xfe{", "config.json")
+    with pytest.raises(PlannerError, match=r"^x.yaml: malformed YAML line 1"):
+        ud.parse_hardware_upload(b"id: [", "x.yaml")
+    with pytest.raises(PlannerError, match="expected a mapping"):
+        ud.parse_hardware_upload(b"- a\n- b\n", "x.yaml")
+    with pytest.raises(PlannerError) as exc:
+        ud.parse_hardware_upload(b"id: x\nname: X\nkind: gpu\nvendor: v\n", "x.yaml")
+    assert "\n" not in str(exc.value) and "memory" in str(exc.value)
+
+
+def test_validation_records_missing_folder_is_empty(tmp_path):
+    recs, notes = ud.load_validation_records(tmp_path / "absent")
+    assert recs.empty and notes == []
+    assert ud.calibration_files(tmp_path / "absent").empty
+
+
+def test_export_json_round_trips(llama8b, h100):
+    e = estimate(llama8b, h100)
+    data = json.loads(ud.export_json([e], {"batch": 1}))
+    assert data["inputs"] == {"batch": 1}
+    assert data["estimates"][0]["memory"]["total_gb"] == pytest.approx(e.memory.total_gb)
