@@ -229,7 +229,10 @@ _SUPPORTED = {
     "Qwen3MoeForCausalLM": "qwen3_moe", "Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3_text",
     "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3", "DeepseekV2ForCausalLM": "deepseek_v2",
     "DeepseekV3ForCausalLM": "deepseek_v3", "GemmaForCausalLM": "gemma",
+    "GPTJForCausalLM": "gptj", "FalconForCausalLM": "falcon",
 }
+# plain (non-gated) GELU MLP of width n_inner / ffn_hidden_size, 4 x hidden when unset (GPT-J, Falcon configs)
+_PLAIN_MLP = ("gptj", "falcon")
 _MODEL_TYPES = set(_SUPPORTED.values()) | {"gemma3_text"}
 
 
@@ -258,6 +261,12 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str = "config.json") 
         mtype = _SUPPORTED[arch]
     h = int(_need(cfg, "hidden_size", where, "n_embd", "d_model"))
     heads = int(_need(cfg, "num_attention_heads", where, "n_head"))
+    if mtype in _PLAIN_MLP:
+        cfg = {"intermediate_size": cfg.get("n_inner") or cfg.get("ffn_hidden_size") or 4 * h,
+               "max_position_embeddings": cfg.get("n_positions") or 2048,
+               "num_key_value_heads": (cfg.get("num_kv_heads") if cfg.get("new_decoder_architecture")
+                                       else (1 if cfg.get("multi_query") else None)),
+               "mlp_bias": mtype == "gptj", **cfg}
     kv_heads = int(cfg.get("num_key_value_heads") or heads)
     kw: dict = dict(
         name=name, family=mtype, hidden_size=h,
@@ -268,7 +277,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str = "config.json") 
         vocab_size=int(_need(cfg, "vocab_size", where)),
         max_position_embeddings=int(_need(cfg, "max_position_embeddings", where)),
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", mtype.startswith("gemma"))),
-        mlp_gated=True,
+        mlp_gated=mtype not in _PLAIN_MLP,
     )
     if mtype in ("qwen2", "qwen2_moe"):
         kw["attention_bias"] = True

@@ -51,6 +51,8 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unit", default=None, help="compute unit of a system-on-chip (cpu, gpu, npu); default fastest")
     p.add_argument("--engine", default="none", help="KV sizing rules: none, vllm, trtllm, sglang, llamacpp")
     p.add_argument("--no-flash-attention", action="store_true", help="materialize the attention score matrix")
+    p.add_argument("--runtime", default=None, help="serving runtime profile (llamacpp, trtllm, gpt-fast): fitted "
+                   "efficiency and p10-p90 ranges (hardware_specs/runtimes/)")
     eff = p.add_mutually_exclusive_group()
     eff.add_argument("--no-calibration", action="store_true", help="ignore calibration files (kind/device defaults)")
     eff.add_argument("--datasheet", action="store_true", help="plain roofline: efficiency 1.0, no overheads")
@@ -69,7 +71,7 @@ def cmd_estimate(args) -> int:
 
     e = estimate(args.model, args.hardware, args.weights, args.kv_dtype, args.batch, args.prompt, args.output,
                  unit=args.unit, efficiency=efficiency_mode(args), engine=args.engine,
-                 flash_attention=not args.no_flash_attention)
+                 flash_attention=not args.no_flash_attention, runtime=getattr(args, "runtime", None))
     if args.json:
         print(e.model_dump_json(indent=2))
     else:

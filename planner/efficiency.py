@@ -3,6 +3,8 @@
 Order of precedence (the first that applies wins, and the result's `source` says which):
   1. an explicit Efficiency passed by the caller (tests, sweeps, calibration fitting)
   2. `datasheet`: efficiency 1.0 and no overheads (the plain roofline)
+  2b. a serving-runtime profile named by the caller (`runtime=`; hardware_specs/runtimes/<id>.yaml, fitted to
+     published measurements by `planner accuracy --fit`), for the unit's hardware class
   3. a calibration file for the device written by `planner validate fit` (hardware_specs/calibration/<id>.yaml),
      unless calibration is turned off (`--no-calibration`)
   4. the device spec's own `efficiency:` section
@@ -43,12 +45,20 @@ def _calibrated(path: str, unit: str) -> Efficiency | None:
     return eff if eff.source else eff.model_copy(update={"source": f"calibration {p.name}"})
 
 
-def resolve_efficiency(spec: HardwareSpec, unit: ComputeUnit, mode: str | Efficiency = "auto") -> Efficiency:
-    """mode: an Efficiency, 'datasheet', 'auto' (calibration if present, else spec/kind default) or 'default'."""
+def resolve_efficiency(spec: HardwareSpec, unit: ComputeUnit, mode: str | Efficiency = "auto",
+                       runtime=None) -> Efficiency:
+    """mode: an Efficiency, 'datasheet', 'auto' (calibration if present, else spec/kind default) or 'default'.
+    runtime: None, a runtime id or a RuntimeProfile; applies after an explicit Efficiency and 'datasheet'."""
     if isinstance(mode, Efficiency):
         return mode
     if mode == "datasheet":
         return DATASHEET_EFFICIENCY
+    if runtime is not None:
+        from .runtimes import load_runtime
+        prof = load_runtime(runtime)
+        eff = prof.for_unit(spec, unit).efficiency
+        return eff.model_copy(update={"source": f"runtime profile {prof.id} ({spec.vendor.lower()}-{unit.kind}): "
+                                                + (eff.source or "fitted")})
     if mode == "auto":
         cal = _calibrated(str(calibration_path(spec.id)), unit.name)
         if cal is not None:

@@ -64,6 +64,10 @@ class KVReport(_Out):
 class PrefillReport(_Out):
     latency_ms: float | None
     tokens_per_s: float | None
+    latency_ms_low: float | None = None      # p10-p90 prediction interval of the runtime profile (None: none applies)
+    latency_ms_high: float | None = None
+    tokens_per_s_low: float | None = None
+    tokens_per_s_high: float | None = None
     bound: str
     flops: float
     bytes: float
@@ -76,6 +80,12 @@ class DecodeReport(_Out):
     latency_ms_last: float | None
     tokens_per_s_per_sequence: float | None
     tokens_per_s_total: float | None
+    latency_ms_per_token_low: float | None = None
+    latency_ms_per_token_high: float | None = None
+    tokens_per_s_per_sequence_low: float | None = None
+    tokens_per_s_per_sequence_high: float | None = None
+    tokens_per_s_total_low: float | None = None
+    tokens_per_s_total_high: float | None = None
     bound: str
     bytes_per_step: float
     weight_bytes_per_step: float
@@ -85,6 +95,8 @@ class DecodeReport(_Out):
 
 class EndToEndReport(_Out):
     latency_s: float | None
+    latency_s_low: float | None = None
+    latency_s_high: float | None = None
     ttft_ms: float | None
     tpot_ms: float | None
     output_tokens_per_s_total: float | None
@@ -113,6 +125,21 @@ class EfficiencyReport(_Out):
     compute_fraction: float
     kernel_overhead_us: float
     step_overhead_ms: float
+    compute_half_rows: float = 0.0
+    dequant_overhead: dict[str, float] = {}
+    fp16_accumulate: bool = False
+    matmul_tflops_per_watt: float = 0.0
+    source: str
+
+
+class IntervalReport(_Out):
+    """Where the *_low / *_high figures come from: quantiles of measured / predicted speed of a runtime profile."""
+
+    runtime: str
+    hardware_class: str
+    prefill: tuple[float, float] | None
+    decode: tuple[float, float] | None
+    decode_regime: str | None
     source: str
 
 
@@ -137,6 +164,8 @@ class Estimate(_Out):
     engine: EngineReport
     efficiency: EfficiencyReport
     warnings: list[str]
+    runtime: str | None = None
+    intervals: IntervalReport | None = None
 
 
 def _op_reports(op_times: list[OpTime]) -> list[OpReport]:
@@ -162,19 +191,32 @@ def _check_workload(batch: int, prompt: int, output: int):
 
 def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str = "fp16", kv_dtype: str = "fp16",
              batch: int = 1, prompt: int = 512, output: int = 128, unit: str | None = None,
-             efficiency: str | Efficiency = "auto", engine: str = "none", flash_attention: bool = True) -> Estimate:
+             efficiency: str | Efficiency = "auto", engine: str = "none", flash_attention: bool = True,
+             runtime=None) -> Estimate:
     """Predict memory, TTFT, TPOT, throughput and bounds for one configuration.
 
     efficiency: 'auto' (calibration if present, else the device/kind default), 'default', 'datasheet' (1.0, no
     overheads), or an explicit Efficiency.
+    runtime: None, a runtime id (llamacpp, trtllm, gpt-fast) or a RuntimeProfile: its fitted efficiency for the
+    unit's hardware class applies (unless efficiency is 'datasheet' or explicit), the runtime's unit is the
+    default unit, and the headline figures get p10-p90 intervals (`*_low`, `*_high`):
+      speed_low = speed x p10, speed_high = speed x p90; latency_low = latency / p90, latency_high = latency / p10
+    where p10/p90 are the profile's quantiles of measured / predicted speed for the regime (prefill figures:
+    'prefill'; decode and end-to-end figures: 'decode' at batch 1, 'throughput' above; runtimes.interval_regime).
     """
     _check_workload(batch, prompt, output)
     m = model if isinstance(model, ModelArch) else load_model(model)
     spec = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
     fmt: WeightFormat = weight_format(weights)
     kvd = norm_kv_dtype(kv_dtype)
+    prof = None
+    if runtime is not None:
+        from .runtimes import load_runtime
+        prof = load_runtime(runtime)
+        if unit is None:
+            unit = prof.default_unit(spec)
     u = select_unit(spec, fmt, unit)
-    eff = resolve_efficiency(spec, u, efficiency)
+    eff = resolve_efficiency(spec, u, efficiency, prof)
     dev: DeviceModel = device_model(spec, u, fmt, eff)
     warnings: list[str] = []
     context = prompt + output
@@ -234,6 +276,30 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     roof = RooflineReport(unit=dev.unit, dtypes=dev.dtypes, peak_tflops=dev.peak_tflops, bandwidth_gbs=dev.bandwidth_gbs,
                           ridge_flop_per_byte=dev.ridge_flop_per_byte,
                           effective_ridge_flop_per_byte=dev.eff_peak_flops[MATMUL] / dev.eff_bandwidth_bytes_s)
+    iv_report = None
+    if prof is not None and fits and not isinstance(efficiency, Efficiency) and efficiency != "datasheet":
+        from .runtimes import interval_regime
+        pc = prof.for_unit(spec, u)
+        ip, idd = interval_regime(pc, "prefill", batch), interval_regime(pc, "decode", batch)
+        if ip is not None:
+            prefill = prefill.model_copy(update=dict(
+                latency_ms_low=prefill.latency_ms / ip.p90, latency_ms_high=prefill.latency_ms / ip.p10,
+                tokens_per_s_low=prefill.tokens_per_s * ip.p10, tokens_per_s_high=prefill.tokens_per_s * ip.p90))
+        if idd is not None:
+            decode = decode.model_copy(update=dict(
+                latency_ms_per_token_low=decode.latency_ms_per_token / idd.p90,
+                latency_ms_per_token_high=decode.latency_ms_per_token / idd.p10,
+                tokens_per_s_per_sequence_low=decode.tokens_per_s_per_sequence * idd.p10,
+                tokens_per_s_per_sequence_high=decode.tokens_per_s_per_sequence * idd.p90,
+                tokens_per_s_total_low=decode.tokens_per_s_total * idd.p10,
+                tokens_per_s_total_high=decode.tokens_per_s_total * idd.p90))
+            e2e_r = e2e_r.model_copy(update=dict(latency_s_low=e2e / idd.p90, latency_s_high=e2e / idd.p10))
+        regime = next((k for k, v in pc.intervals.items() if v is idd), None)
+        iv_report = IntervalReport(
+            runtime=prof.id, hardware_class=pc.key, prefill=(ip.p10, ip.p90) if ip else None,
+            decode=(idd.p10, idd.p90) if idd else None, decode_regime=regime,
+            source=f"p10/p90 of measured / predicted speed, {prof.id} profile ({pc.key}); "
+                   + (pc.fit.interval_source if pc.fit else "no fit record"))
     b = m.param_breakdown()
     return Estimate(
         model=m.name, hardware=spec.id, hardware_name=spec.name, weights=fmt.name, kv_dtype=kvd, batch=batch,
@@ -242,4 +308,5 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         end_to_end=e2e_r, roofline=roof,
         engine=EngineReport(engine=ek.engine, kv_pool_gb=ek.kv_pool_bytes / GB, max_concurrency=ek.max_concurrency,
                             blocks=ek.blocks, fits=ek.fits, rule=ek.rule),
-        efficiency=EfficiencyReport(**eff.model_dump()), warnings=warnings)
+        efficiency=EfficiencyReport(**eff.model_dump()), warnings=warnings,
+        runtime=prof.id if prof is not None else None, intervals=iv_report)

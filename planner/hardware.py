@@ -101,12 +101,30 @@ class Efficiency(_Frozen):
 
     time(op) = max(flops / (peak * compute_fraction), bytes / (bandwidth * bandwidth_fraction)) + kernel_overhead_us
     time(step) = sum(op times) + step_overhead_ms
+    With matmul_tflops_per_watt > 0, weight GEMMs run at most at tdp_w x that (sustained power cap).
+    With fp16_accumulate the 16-bit matmul peak is max(fp16, int8 / 2) (see the field).
+    Weight GEMMs optionally scale compute_fraction by R / (R + compute_half_rows) (R = GEMM rows) and divide it by
+    1 + dequant_overhead[format] (planner/roofline.py `time_ops`).
     """
 
     bandwidth_fraction: float = Field(gt=0, le=1)
     compute_fraction: float = Field(gt=0, le=1)
     kernel_overhead_us: float = Field(0.0, ge=0)
     step_overhead_ms: float = Field(0.0, ge=0)
+    # Optional refinements (runtime profiles, hardware_specs/runtimes/); the defaults leave the roofline unchanged.
+    compute_half_rows: float = Field(0.0, ge=0, description=(
+        "GEMM rows R (tokens per expert/weight matrix in the step) at which a weight GEMM reaches half of "
+        "compute_fraction: fraction(R) = compute_fraction * R / (R + compute_half_rows); 0 = flat"))
+    dequant_overhead: dict[str, float] = Field(default_factory=dict, description=(
+        "weight format -> extra GEMM compute time for dequantizing weights, as a fraction of that time "
+        "(compute time x (1 + overhead)); formats not listed: 0"))
+    fp16_accumulate: bool = Field(False, description=(
+        "the runtime's 16-bit GEMMs accumulate in fp16 (llama.cpp's cuBLAS path, CUBLAS_COMPUTE_16F): on NVIDIA "
+        "tensor cores that rate is half the int8 rate, which is 2x the listed fp32-accumulate rate on GeForce "
+        "cards; matmul peak = max(listed fp16/bf16, int8 / 2)"))
+    matmul_tflops_per_watt: float = Field(0.0, ge=0, description=(
+        "sustained weight-GEMM throughput per watt of board power (power.tdp_w): the effective matmul peak is "
+        "min(peak x compute_fraction, tdp_w x this); 0 = no power cap (or the spec publishes no TDP)"))
     source: str = Field("", description="where these came from: kind default, device spec, calibration file")
 
 

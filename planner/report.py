@@ -14,6 +14,11 @@ def _rate(x: float | None) -> str:
     return "-" if x is None else f"{x:,.1f}"
 
 
+def _range(lo: float | None, hi: float | None, fmt=_rate) -> str:
+    """' (p10-p90 a-b)' when the estimate carries an interval, else ''."""
+    return "" if lo is None or hi is None else f" (p10-p90 {fmt(lo)}-{fmt(hi)})"
+
+
 def estimate_text(e: Estimate) -> str:
     m, kv, p, d, ee = e.memory, e.kv_cache, e.prefill, e.decode, e.end_to_end
     lines = [
@@ -38,12 +43,16 @@ def estimate_text(e: Estimate) -> str:
     lines += ["", "Latency" + ("" if m.fits else " (not shown: the configuration does not fit)")]
     if m.fits:
         lines += [
-            f"  TTFT (prefill)          {_ms(p.latency_ms):>10}   {_rate(p.tokens_per_s)} prompt tok/s, {p.bound} bound",
+            f"  TTFT (prefill)          {_ms(p.latency_ms):>10}   {_rate(p.tokens_per_s)} prompt tok/s, {p.bound} bound"
+            + _range(p.latency_ms_low, p.latency_ms_high, _ms),
             f"  TPOT (mean)             {_ms(d.latency_ms_per_token):>10}   first {_ms(d.latency_ms_first)}, "
-            f"last {_ms(d.latency_ms_last)}, {d.bound} bound",
+            f"last {_ms(d.latency_ms_last)}, {d.bound} bound"
+            + _range(d.latency_ms_per_token_low, d.latency_ms_per_token_high, _ms),
             f"  decode tok/s            {_rate(d.tokens_per_s_per_sequence):>10} per sequence, "
-            f"{_rate(d.tokens_per_s_total)} total",
-            f"  end-to-end              {ee.latency_s:>9.3f}s   for {e.output} output tokens",
+            f"{_rate(d.tokens_per_s_total)} total"
+            + _range(d.tokens_per_s_per_sequence_low, d.tokens_per_s_per_sequence_high),
+            f"  end-to-end              {ee.latency_s:>9.3f}s   for {e.output} output tokens"
+            + _range(ee.latency_s_low, ee.latency_s_high, lambda x: f"{x:.3f}s"),
             f"  decode reads {fmt_bytes(d.bytes_per_step)} per step "
             f"(weights {fmt_bytes(d.weight_bytes_per_step)}, KV {fmt_bytes(d.kv_bytes_per_step)})",
         ]
@@ -55,6 +64,9 @@ def estimate_text(e: Estimate) -> str:
         f"Efficiency: bandwidth {e.efficiency.bandwidth_fraction:.2f}, compute {e.efficiency.compute_fraction:.2f}, "
         f"{e.efficiency.kernel_overhead_us:g} us/op, {e.efficiency.step_overhead_ms:g} ms/step  [{e.efficiency.source}]",
     ]
+    if e.intervals is not None:
+        lines.append(f"Ranges: p10-p90 of measured/predicted speed for {e.intervals.runtime} on "
+                     f"{e.intervals.hardware_class} ({e.intervals.source})")
     lines += [f"warning: {w}" for w in e.warnings]
     return "\n".join(lines)
 

@@ -69,6 +69,9 @@ class DeviceModel:
     peak_tflops: dict[str, float]       # datasheet dense peak per op class
     bandwidth_gbs: float                # datasheet bandwidth reachable by this unit
     efficiency: Efficiency
+    bytes_per_weight: float = 2.0       # the weight format's bytes per parameter (GEMM rows = flops / (2 x params))
+    dequant_factor: float = 1.0         # 1 + efficiency.dequant_overhead[format]: GEMM compute-time multiplier
+    matmul_cap_flops: float = float("inf")  # power cap on weight GEMMs: tdp_w x matmul_tflops_per_watt (FLOP/s)
 
     @property
     def eff_peak_flops(self) -> dict[str, float]:
@@ -94,7 +97,23 @@ def device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff: 
         if d is None:  # a unit with a single listed dtype: run everything there
             dtypes[cls] = dtypes[MATMUL]
     bw = min(spec.memory.bandwidth_gbs, unit.bandwidth_gbs or spec.memory.bandwidth_gbs)
-    return DeviceModel(spec.id, unit.name, dtypes, {c: unit.peak_tflops[d] for c, d in dtypes.items()}, bw, eff)
+    dq = 1.0 + (eff.dequant_overhead or {}).get(fmt.name, 0.0)
+    peaks = {c: unit.peak_tflops[d] for c, d in dtypes.items()}
+    if getattr(eff, "fp16_accumulate", False):
+        peaks[MATMUL] = fp16_accumulate_peak(unit, dtypes[MATMUL])
+    tpw = getattr(eff, "matmul_tflops_per_watt", 0.0)
+    cap = spec.power.tdp_w * tpw * TERA if (tpw > 0 and spec.power is not None) else float("inf")
+    return DeviceModel(spec.id, unit.name, dtypes, peaks, bw, eff, fmt.bytes_per_weight, dq, cap)
+
+
+def fp16_accumulate_peak(unit: ComputeUnit, dtype: str) -> float:
+    """16-bit GEMM peak with fp16 accumulation: max(listed, int8 / 2). NVIDIA tensor cores run fp16-accumulate
+    MMA at half the int8 rate; GeForce datasheets list fp16 at the (half) fp32-accumulate rate, datacenter parts at
+    the full rate (Ada/Ampere GPU architecture whitepapers, 'Peak FP16 Tensor TFLOPS with FP16/FP32 Accumulate')."""
+    listed = unit.peak_tflops[dtype]
+    if dtype in ("fp16", "bf16") and "int8" in unit.peak_tflops:
+        return max(listed, unit.peak_tflops["int8"] / 2)
+    return listed
 
 
 @dataclass(frozen=True)
@@ -115,12 +134,37 @@ class OpTime:
         return np.where(b > 0, np.asarray(self.op.flops, dtype=np.float64) / np.where(b > 0, b, 1), np.inf)
 
 
+def gemm_rows(op: OpCost, bytes_per_weight: float):
+    """Rows R of a weight GEMM: flops / (2 x parameters read), parameters = weight_bytes / bytes per weight.
+    Tokens in the step for dense layers; tokens per touched expert for MoE experts."""
+    params = np.asarray(op.weight_bytes, dtype=np.float64) / bytes_per_weight
+    return np.asarray(op.flops, dtype=np.float64) / np.maximum(2.0 * params, 1e-30)
+
+
+def matmul_peak_scale(rows, half_rows, dequant_factor: float = 1.0):
+    """Share of the matmul peak a weight GEMM of R rows reaches: R / (R + half_rows) / dequant_factor."""
+    if not np.any(half_rows):
+        return 1.0 / dequant_factor
+    return rows / (rows + half_rows) / dequant_factor
+
+
 def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
+    """Per-op roofline times. Weight GEMMs (matmul ops that read weights) run at
+    min(peak x compute_fraction, power cap) x R / (R + compute_half_rows) / (1 + dequant_overhead[format])
+    when a runtime profile sets those (defaults: the plain peak x compute_fraction)."""
     peaks, bw = dev.eff_peak_flops, dev.eff_bandwidth_bytes_s
     ovh = dev.efficiency.kernel_overhead_us * US
+    half = getattr(dev.efficiency, "compute_half_rows", 0.0)
+    dq = getattr(dev, "dequant_factor", 1.0)
+    cap = getattr(dev, "matmul_cap_flops", np.inf)
+    refine = bool(np.any(half)) or np.any(np.asarray(dq) != 1.0) or np.any(np.isfinite(cap))
     out = []
     for op in ops:
-        t, c, m = roofline_time_s(op.flops, op.bytes, peaks[op.compute], bw)
+        peak = peaks[op.compute]
+        if refine and op.compute == MATMUL and np.any(np.asarray(op.weight_bytes) > 0):
+            rows = gemm_rows(op, getattr(dev, "bytes_per_weight", 2.0))
+            peak = np.minimum(peak, cap) * matmul_peak_scale(rows, half, dq)
+        t, c, m = roofline_time_s(op.flops, op.bytes, peak, bw)
         out.append(OpTime(op, op.count * (t + ovh), op.count * c, op.count * m, op.count * ovh))
     return out
 

@@ -139,3 +139,16 @@ def test_flash_attention_off_adds_quadratic_scores():
     scores = 2 * 2 * 32 * 4000 * 4000 * 2
     assert on.memory.activations_gb * 1e9 == pytest.approx(8000 * 41216 * 2 + 2 * 32000 * 4, rel=1e-9)
     assert off.memory.activations_gb * 1e9 == pytest.approx(8000 * 24576 * 2 + scores + 2 * 32000 * 4, rel=1e-9)
+
+
+def test_soc_unit_selection_npu_prefill_and_bandwidth_bound_decode():
+    # Snapdragon 8 Gen 3: the Hexagon NPU (45 int8 TOPS, third-party figure in the spec) runs int4 weights on its
+    # int8 engine, while fp16 weights run on the Adreno GPU (5.55 fp16 TFLOPS). Decode is bandwidth bound on either.
+    e = estimate("llama-3.1-8b", "snapdragon-8-gen3", "int4-g128", prompt=1024, output=16, efficiency="datasheet")
+    assert e.roofline.unit == "hexagon" and e.roofline.dtypes["matmul"] == "int8"
+    assert e.prefill.bound == "compute" and e.decode.bound == "memory"
+    # decode floor: non-embedding int4 weights + fp16 LM head + KV at 76.8 GB/s
+    assert e.decode.latency_ms_per_token >= e.decode.weight_bytes_per_step / 76.8e9 * 1e3
+    g = estimate("llama-3.1-8b", "snapdragon-8-gen3", "fp16", prompt=128, output=16)
+    assert g.roofline.unit == "gpu"
+    assert estimate("llama-3.1-8b", "snapdragon-8-gen3", "int4-g128", unit="cpu").roofline.unit == "cpu"

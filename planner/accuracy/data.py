@@ -1,0 +1,185 @@
+"""Published measurements (data/measured_public.csv) -> planner workloads, one row per published number.
+
+Every row either maps to a workload the planner can time (hardware id, model id, weight format, KV dtype, batch,
+prompt/context, output, metric, runtime, tensor-parallel degree 1) or is listed with the reason it cannot. The
+mapping tables below are explicit so a reader can check each one against the source labels; the data file's own
+notes (data/measured_public.md) say what each source measured.
+
+Metric definitions (what the planner has to predict for each row):
+  decode_tok_s_per_seq  llama-bench `tg N` at depth D (input_len): N decode steps at contexts D .. D+N-1, batch 1;
+                        tok/s = N / sum(step times). gpt-fast: ~5-token prompt, 100 new tokens (generate.py default).
+  prefill_tok_s         llama-bench `pp N`: N prompt tokens, processed in micro-batches of n_ubatch tokens (512 in
+                        both llama.cpp sources) each attending to the earlier ones; tok/s = N / sum(chunk times).
+  ttft_ms               TensorRT-LLM 'Low Latency': batch 1, one output token = the prefill of input_len tokens.
+  throughput_tok_s      TensorRT-LLM 'Peak Throughput', static batch B (gptSessionBenchmark): one prefill of
+                        B x ISL then OSL - 1 decode steps; output tok/s per GPU = B * OSL / (prefill + decode sum)
+                        / TP.
+Tensor-parallel rows (TP > 1: 'Nx' in gpt-fast labels, 'TP=N' in TRT-LLM notes) are timed with
+planner.serving.parallelism.tp_step_time_s (per-GPU ops + ring all-reduces over the node's link) when that module
+exists; they are never fitted and are reported apart from the held-out targets.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..hardware import REPO_ROOT
+
+DATA_PATH = REPO_ROOT / "data" / "measured_public.csv"
+
+# source label -> catalog id. Apple bins: chip + GPU core count (hardware_specs/apple-*.yaml name the bins).
+HARDWARE_IDS: dict[str, str] = {
+    "Apple M1 (7-core GPU)": "apple-m1-7c", "Apple M1 7-Core GPU 8GB": "apple-m1-7c",
+    "Apple M1 (8-core GPU)": "apple-m1",
+    "Apple M1 Pro (14-core GPU)": "apple-m1-pro-14c", "Apple M1 Pro (16-core GPU)": "apple-m1-pro",
+    "Apple M1 Max (24-core GPU)": "apple-m1-max-24c", "Apple M1 Max (32-core GPU)": "apple-m1-max",
+    "Apple M1 Max 32-Core GPU 64GB": "apple-m1-max",
+    "Apple M1 Ultra (48-core GPU)": "apple-m1-ultra-48c", "Apple M1 Ultra (64-core GPU)": "apple-m1-ultra",
+    "Apple M2 (8-core GPU)": "apple-m2-8c", "Apple M2 (10-core GPU)": "apple-m2",
+    "Apple M2 Pro (16-core GPU)": "apple-m2-pro-16c", "Apple M2 Pro (19-core GPU)": "apple-m2-pro",
+    "Apple M2 Max (30-core GPU)": "apple-m2-max-30c", "Apple M2 Max (38-core GPU)": "apple-m2-max",
+    "Apple M2 Ultra (60-core GPU)": "apple-m2-ultra-60c", "Apple M2 Ultra (76-core GPU)": "apple-m2-ultra",
+    "Apple M2 Ultra 76-Core GPU 192GB": "apple-m2-ultra",
+    "Apple M3 (10-core GPU)": "apple-m3",
+    "Apple M3 Pro (14-core GPU)": "apple-m3-pro-14c", "Apple M3 Pro (18-core GPU)": "apple-m3-pro",
+    "Apple M3 Max (30-core GPU)": "apple-m3-max-30c", "Apple M3 Max (40-core GPU)": "apple-m3-max",
+    "Apple M3 Max 40-Core GPU 64GB": "apple-m3-max",
+    "Apple M3 Ultra (60-core GPU)": "apple-m3-ultra-60c", "Apple M3 Ultra (80-core GPU)": "apple-m3-ultra",
+    "Apple M4 (10-core GPU)": "apple-m4",
+    "Apple M4 Pro (16-core GPU)": "apple-m4-pro-16c", "Apple M4 Pro (20-core GPU)": "apple-m4-pro",
+    "Apple M4 Max (32-core GPU)": "apple-m4-max-32c", "Apple M4 Max (40-core GPU)": "apple-m4-max",
+    "NVIDIA GeForce RTX 3070 8GB": "rtx-3070", "NVIDIA GeForce RTX 3080 10GB": "rtx-3080",
+    "NVIDIA GeForce RTX 3080 Ti 12GB": "rtx-3080-ti", "NVIDIA GeForce RTX 3090 24GB": "rtx-3090",
+    "NVIDIA GeForce RTX 4070 Ti 12GB": "rtx-4070-ti", "NVIDIA GeForce RTX 4080 16GB": "rtx-4080",
+    "NVIDIA GeForce RTX 4090 24GB": "rtx-4090",
+    "NVIDIA RTX 4000 Ada 20GB": "rtx-4000-ada", "NVIDIA RTX 5000 Ada 32GB": "rtx-5000-ada",
+    "NVIDIA RTX 6000 Ada 48GB": "rtx-6000-ada", "NVIDIA RTX A6000 48GB": "rtx-a6000", "NVIDIA A40 48GB": "a40",
+    "NVIDIA L40S 48GB": "l40s", "NVIDIA L40S": "l40s",
+    "NVIDIA A100 PCIe 80GB": "a100-80gb-pcie", "NVIDIA A100 SXM 80GB": "a100-80gb-sxm",
+    "NVIDIA H100 PCIe 80GB": "h100-pcie",
+    "NVIDIA H100 80GB HBM3": "h100-sxm",  # 'H100-HBM3-80GB' in the TRT-LLM methodology text = the SXM5 part
+    "NVIDIA H200": "h200-sxm",
+    # TRT-LLM v0.8.0 does not name the A100 variant. The 80 GB part is implied: Llama-2-7B fp16 at batch 256 x 256
+    # tokens needs 13.5 GB of weights + 34 GB of KV cache (> 40 GB); SXM is assumed (the DGX A100 NVIDIA benchmarks).
+    "NVIDIA A100 (memory variant not stated)": "a100-80gb-sxm",
+    # gpt-fast: power-limited to 330 W (of 400 W). Batch-1 decode is memory bound, so the power cap matters little.
+    "NVIDIA A100-SXM 80GB (power-limited 330 W)": "a100-80gb-sxm",
+    "AMD MI250X (1 GCD)": "mi250x-gcd",
+}
+HARDWARE_ASSUMPTIONS = {
+    "NVIDIA A100 (memory variant not stated)": "mapped to a100-80gb-sxm (80 GB implied by the batch sizes; SXM assumed)",
+    "NVIDIA A100-SXM 80GB (power-limited 330 W)": "mapped to a100-80gb-sxm at datasheet peaks (330 W cap ignored)",
+}
+
+MODEL_IDS: dict[str, str] = {
+    "LLaMA-2-7B (llama.cpp 'LLaMA 7B v2')": "llama-2-7b", "Llama-2-7B": "llama-2-7b", "Llama-2-70B": "llama-2-70b",
+    "Meta-Llama-3-8B": "llama-3-8b", "Meta-Llama-3-70B": "llama-3-70b",
+    "Llama-3.1-8B": "llama-3.1-8b", "Llama-3.1-70B": "llama-3.1-70b", "Llama-3.1-405B": "llama-3.1-405b",
+    "GPT-J-6B": "gpt-j-6b", "Mistral-7B-v0.1": "mistral-7b", "Falcon-180B": "falcon-180b",
+    "Mixtral-8x7B-v0.1 (MoE, ~12.9B active)": "mixtral-8x7b",
+}
+
+FORMATS = {"f16": "fp16", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8", "int8": "int8", "q4_0": "q4_0",
+           "q8_0": "q8_0", "q4_k_m": "q4_k_m", "int4_g32": "int4-g32"}
+KV_DTYPES = {"f16": "fp16", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8"}
+
+# runtime id (hardware_specs/runtimes/<id>.yaml) from the source's framework label
+RUNTIMES = (("llama.cpp", "llamacpp"), ("TensorRT-LLM", "trtllm"), ("gpt-fast", "gpt-fast"))
+
+# regime of each metric: which interval applies (decode step, prefill, static-batch serving throughput)
+REGIMES = {"decode_tok_s_per_seq": "decode", "prefill_tok_s": "prefill", "ttft_ms": "prefill",
+           "throughput_tok_s": "throughput"}
+
+LLAMACPP_UBATCH = 512       # llama-bench n_ubatch default (both llama.cpp sources)
+GPT_FAST_PROMPT = 5         # README: "prompt ~5 tokens"
+GPT_FAST_OUTPUT = 100       # generate.py default max_new_tokens (the README does not state it)
+
+# Published values the data's own caveats call anomalous (measured_public.md, xiongjiedai source): kept in every
+# table, left out of fitting and listed apart in the report. Matched by (hardware, model, format, metric).
+ANOMALOUS = {
+    ("NVIDIA A100 SXM 80GB", "Meta-Llama-3-8B", "f16", "prefill_tok_s"):
+        "A100 SXM 8B F16 pp 603-1323 tok/s (below the PCIe card and below Q4_K_M on the same GPU)",
+    ("NVIDIA L40S 48GB", "Meta-Llama-3-8B", "f16", "prefill_tok_s"): "L40S 8B F16 pp lower than Q4_K_M",
+    ("NVIDIA A40 48GB", "Meta-Llama-3-70B", "q4_k_m", "prefill_tok_s"): "A40 70B pp rising with prompt length",
+}
+
+
+def _has_tp() -> bool:
+    """Whether the planner has a tensor-parallel step model (planner/serving/parallelism.py, tp_step_time_s)."""
+    try:
+        from ..serving.parallelism import tp_step_time_s  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _tp(row) -> int:
+    """Tensor-parallel degree: 'Nx' in the hardware label (gpt-fast) or 'TP=N' in the notes (TRT-LLM)."""
+    m = re.match(r"^(\d+)x ", str(row["hardware"]))
+    if m:
+        return int(m.group(1))
+    m = re.search(r"TP=(\d+)", str(row["notes"]))
+    return int(m.group(1)) if m else 1
+
+
+def _runtime(framework: str) -> str | None:
+    return next((rid for label, rid in RUNTIMES if label in framework), None)
+
+
+def load_rows(path: str | Path = DATA_PATH):
+    """(mapped, unmapped) DataFrames. mapped has one row per mappable published number with the planner inputs;
+    unmapped keeps the source columns plus `reason`. Their lengths add up to the file's row count."""
+    import pandas as pd
+
+    from ..architecture import list_model_ids
+    from ..hardware import list_hardware_ids
+
+    raw = pd.read_csv(path)
+    raw.insert(0, "row", range(len(raw)))
+    hw_known, models_known = set(list_hardware_ids()), set(list_model_ids())
+    mapped, unmapped = [], []
+    for r in raw.to_dict("records"):
+        tp = _tp(r)
+        hw = HARDWARE_IDS.get(re.sub(r"^\d+x ", "", r["hardware"]))
+        model = MODEL_IDS.get(r["model"])
+        runtime = _runtime(r["framework"])
+        reason = None
+        if tp > 1 and not _has_tp():
+            reason = (f"tensor parallel TP={tp}: no multi-GPU estimate in the planner yet "
+                      f"(planner/serving/parallelism.py absent)")
+        elif hw is None or hw not in hw_known:
+            reason = f"hardware '{r['hardware']}' has no catalog id"
+        elif model is None or model not in models_known:
+            reason = f"model '{r['model']}' has no catalog id"
+        elif r["weight_format"] not in FORMATS or r["kv_dtype"] not in KV_DTYPES:
+            reason = f"format {r['weight_format']}/{r['kv_dtype']} has no planner equivalent"
+        elif runtime is None:
+            reason = f"framework '{r['framework']}' has no runtime profile"
+        elif r["metric"] not in REGIMES:
+            reason = f"metric {r['metric']} is not modelled"
+        elif r["metric"] == "throughput_tok_s" and pd.isna(r["batch"]):
+            reason = "throughput row without a batch size"
+        if reason:
+            unmapped.append({**r, "reason": reason})
+            continue
+        metric = r["metric"]
+        batch = int(r["batch"]) if not pd.isna(r["batch"]) else 1
+        if runtime == "gpt-fast":
+            prompt, output = GPT_FAST_PROMPT, GPT_FAST_OUTPUT
+        else:
+            prompt = int(r["input_len"]) if not pd.isna(r["input_len"]) else 0
+            output = int(r["output_len"]) if not pd.isna(r["output_len"]) else 0
+        anomaly = ANOMALOUS.get((r["hardware"], r["model"], r["weight_format"], metric))
+        mapped.append({
+            "row": r["row"], "source": r["source_id"], "hardware_label": r["hardware"], "hardware": hw,
+            "model": model, "weights": FORMATS[r["weight_format"]], "kv_dtype": KV_DTYPES[r["kv_dtype"]],
+            "runtime": runtime, "metric": metric, "regime": REGIMES[metric], "batch": batch, "prompt": prompt,
+            "output": output, "measured": float(r["value"]),
+            # llama-bench of May 2024 and the Nov 2023 discussion ran without flash attention (llama.cpp's -fa
+            # landed later and was off by default); TRT-LLM and gpt-fast use fused attention
+            "flash_attention": runtime != "llamacpp",
+            "ubatch": LLAMACPP_UBATCH if runtime == "llamacpp" else 0,
+            "anomalous": anomaly or "", "tp": tp,
+        })
+    return pd.DataFrame(mapped), pd.DataFrame(unmapped, columns=[*raw.columns, "reason"])

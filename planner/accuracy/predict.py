@@ -1,0 +1,188 @@
+"""Vectorized predictions for the published rows: every row becomes a set of forward steps, every step a set of
+operator costs (planner.ops, the same costs `estimate` uses), flattened into one table of op instances so that a
+whole parameter set is evaluated with a few numpy reductions (the fit evaluates it thousands of times).
+
+For one row with steps s (weight w_s) and ops o (count n_o), under an Efficiency e on a device with datasheet peak
+P_class and bandwidth BW:
+
+  time = sum_s w_s * [ sum_o n_o * ( max(F_o / (P x cf_o), B_o / (BW * e.bandwidth_fraction)) + e.kernel_overhead_us )
+                       + e.step_overhead_ms ]
+  weight GEMMs:  P x cf_o = min(P' x e.compute_fraction, tdp_w x e.matmul_tflops_per_watt)
+                                x R_o / (R_o + e.compute_half_rows) / (1 + e.dequant_overhead[fmt])
+                 (P' = the fp16-accumulate peak when e.fp16_accumulate, roofline.fp16_accumulate_peak)
+  other ops:     P x cf_o = P x e.compute_fraction
+
+which is planner.roofline.time_ops + step_time_s summed the way planner.latency sums decode steps (midpoint
+samples, at most 32 per row). tests/accuracy checks that this table and the planner's own path agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..architecture import load_model
+from ..hardware import DATASHEET_EFFICIENCY, load_hardware
+from ..ops import MATMUL, step_ops
+from ..quantization import weight_format
+from ..roofline import device_model, fp16_accumulate_peak, gemm_rows, select_unit
+from ..units import TERA
+
+DECODE_SAMPLES = 32  # as planner.latency.decode_sum_s
+
+
+def hardware_class(spec, unit) -> str:
+    """Runtime-profile class of a compute unit, from the spec alone: '<vendor>-<unit kind>' (apple-gpu,
+    nvidia-gpu, amd-gpu). Carries to any device of that vendor and unit kind, measured or not."""
+    return f"{spec.vendor.lower()}-{unit.kind}"
+
+
+def _decode_steps(prompt: int, n: int):
+    """(past, weight) of the midpoint samples of n decode steps at contexts prompt .. prompt+n-1."""
+    k = min(n, DECODE_SAMPLES)
+    j = np.arange(k, dtype=np.float64)
+    return prompt + np.floor((j + 0.5) * n / k), np.full(k, n / k)
+
+
+def steps_of_row(r: dict) -> tuple[list[tuple], float]:
+    """Steps (stage, batch, new_tokens, past, weight) of one mapped row, and `work`: measured time = work / value
+    for rate metrics (tokens), or value / 1e3 for ttft_ms (work = 0 marks that case)."""
+    m, B, P, O = r["metric"], r["batch"], r["prompt"], r["output"]
+    if m == "decode_tok_s_per_seq":
+        past, w = _decode_steps(P, O)
+        return [("decode", 1, 1, p, wi) for p, wi in zip(past, w)], float(O)
+    if m == "prefill_tok_s":
+        ub = r["ubatch"] or P
+        return [("prefill", 1, min(ub, P - s), s, 1.0) for s in range(0, P, ub)], float(P)
+    if m == "ttft_ms":
+        return [("prefill", 1, P, 0, 1.0)], 0.0
+    if m == "throughput_tok_s":
+        steps = [("prefill", B, P, 0, 1.0)]
+        if O > 1:
+            past, w = _decode_steps(P, O - 1)
+            steps += [("decode", B, 1, p, wi) for p, wi in zip(past, w)]
+        return steps, float(B * O)
+    raise ValueError(m)
+
+
+@dataclass
+class Design:
+    """Flat op instances of every row (index `row` into the mapped table) with their datasheet roofline inputs."""
+
+    n_rows: int
+    row: np.ndarray          # op instance -> row
+    weight: np.ndarray       # step weight x op count
+    flops: np.ndarray
+    bytes: np.ndarray
+    rows_gemm: np.ndarray    # GEMM rows R (weight GEMMs), 0 for other ops
+    gemm: np.ndarray         # bool: a weight GEMM
+    peak: np.ndarray         # datasheet FLOP/s of the op's class on the row's unit
+    peak_acc16: np.ndarray   # the same with fp16 accumulation (roofline.fp16_accumulate_peak) for matmul ops
+    bw: np.ndarray           # datasheet B/s of the row's unit
+    tdp_w: np.ndarray        # board power of the row's device (0 = not published)
+    fmt: np.ndarray          # weight format name of the row, per instance
+    row_ops: np.ndarray      # per row: sum of weight x count (kernel launches)
+    row_steps: np.ndarray    # per row: sum of step weights (steps)
+    measured_time_s: np.ndarray  # per row: the measurement as a time
+    work: np.ndarray         # per row: tokens (rate metrics) or 0 (ttft)
+
+    def subset(self, mask_rows: np.ndarray) -> "Design":
+        """The design restricted to rows where mask_rows is True (rows renumbered 0..k-1)."""
+        idx = np.flatnonzero(mask_rows)
+        remap = np.full(self.n_rows, -1)
+        remap[idx] = np.arange(len(idx))
+        keep = mask_rows[self.row]
+        return Design(len(idx), remap[self.row[keep]], self.weight[keep], self.flops[keep], self.bytes[keep],
+                      self.rows_gemm[keep], self.gemm[keep], self.peak[keep], self.peak_acc16[keep], self.bw[keep],
+                      self.tdp_w[keep], self.fmt[keep],
+                      self.row_ops[idx], self.row_steps[idx], self.measured_time_s[idx], self.work[idx])
+
+
+def build_design(df) -> Design:
+    """Op instances for every row of the mapped table (planner.accuracy.data.load_rows)."""
+    recs = df.to_dict("records")
+    n = len(recs)
+    steps_by_group: dict[tuple, list] = {}
+    work = np.zeros(n)
+    meas = np.zeros(n)
+    row_steps = np.zeros(n)
+    for i, r in enumerate(recs):
+        steps, wk = steps_of_row(r)
+        work[i] = wk
+        meas[i] = wk / r["measured"] if wk else r["measured"] / 1e3
+        for stage, B, S, P, w in steps:
+            key = (r["model"], r["weights"], r["kv_dtype"], bool(r["flash_attention"]), stage)
+            steps_by_group.setdefault(key, []).append((i, B, S, P, w))
+            row_steps[i] += w
+    # device inputs per row (datasheet peaks; efficiency enters only at evaluation)
+    dev_peak, dev_acc, dev_bw, dev_tdp = {}, np.zeros(n), np.zeros(n), np.zeros(n)
+    for i, r in enumerate(recs):
+        spec = load_hardware(r["hardware"])
+        fmt = weight_format(r["weights"])
+        dev = device_model(spec, select_unit(spec, fmt, r.get("unit")), fmt, DATASHEET_EFFICIENCY)
+        dev_peak[i] = {c: p * TERA for c, p in dev.peak_tflops.items()}
+        dev_acc[i] = fp16_accumulate_peak(spec.unit(dev.unit), dev.dtypes[MATMUL]) * TERA
+        dev_bw[i] = dev.bandwidth_gbs * 1e9
+        dev_tdp[i] = spec.power.tdp_w if spec.power else 0.0
+    parts = {k: [] for k in ("row", "weight", "flops", "bytes", "rows_gemm", "gemm", "peak", "peak_acc16", "bw", "tdp_w",
+                                     "fmt")}
+    row_ops = np.zeros(n)
+    for (model, weights, kv, flash, stage), items in steps_by_group.items():
+        arr = np.array(items, dtype=np.float64)
+        ri = arr[:, 0].astype(int)
+        B, S, P, w = arr[:, 1], arr[:, 2], arr[:, 3], arr[:, 4]
+        m, fmt = load_model(model), weight_format(weights)
+        for op in step_ops(m, fmt, kv, stage, B, S, P, flash):
+            size = len(ri)
+            flops = np.broadcast_to(np.asarray(op.flops, dtype=np.float64), (size,))
+            nbytes = np.broadcast_to(np.asarray(op.bytes, dtype=np.float64), (size,))
+            is_gemm = op.compute == MATMUL and np.any(np.asarray(op.weight_bytes) > 0)
+            rows = np.broadcast_to(gemm_rows(op, fmt.bytes_per_weight), (size,)) if is_gemm else np.zeros(size)
+            parts["row"].append(ri)
+            parts["weight"].append(w * op.count)
+            parts["flops"].append(flops)
+            parts["bytes"].append(nbytes)
+            parts["rows_gemm"].append(rows)
+            parts["gemm"].append(np.full(size, is_gemm))
+            parts["peak"].append(np.array([dev_peak[i][op.compute] for i in ri]))
+            parts["peak_acc16"].append(dev_acc[ri] if op.compute == MATMUL else parts["peak"][-1])
+            parts["bw"].append(dev_bw[ri])
+            parts["tdp_w"].append(dev_tdp[ri])
+            parts["fmt"].append(np.full(size, weights, dtype=object))
+            np.add.at(row_ops, ri, w * op.count)
+    cat = {k: np.concatenate(v) for k, v in parts.items()}
+    return Design(n, cat["row"], cat["weight"], cat["flops"], cat["bytes"], cat["rows_gemm"], cat["gemm"].astype(bool),
+                  cat["peak"], cat["peak_acc16"], cat["bw"], cat["tdp_w"], cat["fmt"], row_ops, row_steps, meas, work)
+
+
+
+def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
+    """Predicted time per row. params: per-row arrays bandwidth_fraction, compute_fraction, compute_half_rows,
+    kernel_overhead_us, step_overhead_ms, and per-instance dequant_factor (1 + overhead of the row's format)."""
+    r = d.row
+    cf = params["compute_fraction"][r]
+    half = params["compute_half_rows"][r]
+    scale = np.where(d.gemm, d.rows_gemm / np.maximum(d.rows_gemm + half, 1e-30) / params["dequant_factor"], 1.0)
+    peak = np.where(params["fp16_accumulate"][r] > 0, d.peak_acc16, d.peak) * cf
+    cap = d.tdp_w * params["matmul_tflops_per_watt"][r] * 1e12
+    peak = np.where(d.gemm & (cap > 0), np.minimum(peak, np.where(cap > 0, cap, np.inf)), peak)
+    comp = d.flops / (peak * scale)
+    mem = d.bytes / (d.bw * params["bandwidth_fraction"][r])
+    t = np.bincount(r, weights=d.weight * np.maximum(comp, mem), minlength=d.n_rows)
+    return (t + d.row_ops * params["kernel_overhead_us"] * 1e-6 + d.row_steps * params["step_overhead_ms"] * 1e-3)
+
+
+def params_for_rows(d: Design, effs: list) -> dict[str, np.ndarray]:
+    """Per-row parameter arrays from one Efficiency per row (and the per-instance dequant factor)."""
+    out = {k: np.array([getattr(e, k) for e in effs], dtype=np.float64)
+           for k in ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kernel_overhead_us",
+                     "step_overhead_ms", "fp16_accumulate", "matmul_tflops_per_watt")}
+    dq_row = [e.dequant_overhead or {} for e in effs]
+    out["dequant_factor"] = np.array([1.0 + dq_row[i].get(f, 0.0) for i, f in zip(d.row, d.fmt)])
+    return out
+
+
+def value_from_time(d: Design, t: np.ndarray) -> np.ndarray:
+    """Predicted value in the row's own unit: work / time for rates, time in ms for TTFT."""
+    return np.where(d.work > 0, d.work / np.maximum(t, 1e-30), t * 1e3)

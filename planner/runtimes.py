@@ -1,0 +1,149 @@
+"""Serving-runtime profiles: how much of the hardware a runtime reaches, fitted to published measurements.
+
+A profile (hardware_specs/runtimes/<id>.yaml) holds, per hardware class ('<vendor>-<unit kind>', derived from the
+spec so that it carries to devices the fit never saw), one Efficiency with the few physically meaningful
+parameters the roofline uses (planner/roofline.py):
+
+  bandwidth_fraction    achievable share of datasheet memory bandwidth
+  compute_fraction      achievable share of the matmul peak for large GEMMs
+  compute_half_rows     GEMM rows R at which a weight GEMM reaches half of that: fraction x R / (R + R_half)
+  kernel_overhead_us    fixed cost per operator launch (per layer and op)
+  step_overhead_ms      fixed cost per forward step (sampling, host sync, graph launch)
+  dequant_overhead      per weight format: extra GEMM compute time for dequantizing weights (fraction)
+
+and the prediction interval per regime (decode / prefill / throughput): the p10 and p90 of measured / predicted
+speed over the fit's residuals, so that an estimate can say "p10-p90: a-b tok/s". Every profile records its
+provenance: data file, rows and devices used, the held-out devices, the date and the command that wrote it
+(`planner accuracy --fit`).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import PlannerError, pydantic_one_line
+from .hardware import SPECS_DIR, ComputeUnit, Efficiency, HardwareSpec, UnitKind
+from .io import read_yaml
+
+RUNTIMES_DIR = Path(os.environ.get("PLANNER_RUNTIMES_DIR", SPECS_DIR / "runtimes"))
+Regime = Literal["decode", "prefill", "throughput"]
+REGIMES: tuple[str, ...] = ("decode", "prefill", "throughput")
+_ALIASES = {"llama.cpp": "llamacpp", "llama-cpp": "llamacpp", "tensorrt-llm": "trtllm", "trt-llm": "trtllm",
+            "gptfast": "gpt-fast", "torch.compile": "gpt-fast"}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Interval(_Frozen):
+    """Quantiles of measured / predicted speed (tokens/s; for latencies the inverse) over the fit residuals."""
+
+    p10: float = Field(gt=0)
+    p90: float = Field(gt=0)
+    rows: int = Field(ge=0, description="residuals the quantiles come from")
+
+
+class ClassFit(_Frozen):
+    """Provenance of one class's parameters."""
+
+    rows_fit: int = Field(ge=0)
+    devices_fit: list[str]
+    devices_held_out: list[str]
+    residual_median_abs_pct: dict[str, float] = Field(default_factory=dict, description="per regime, fit rows")
+    interval_source: str
+    at_prior: list[str] = Field(default_factory=list, description=(
+        "parameters the fit rows do not constrain (they stayed at the prior: the documented GPU defaults)"))
+
+
+class RuntimeClass(_Frozen):
+    vendor: str = Field(description="HardwareSpec.vendor, case-insensitive")
+    unit_kind: UnitKind
+    efficiency: Efficiency
+    intervals: dict[Regime, Interval] = Field(default_factory=dict)
+    fit: ClassFit | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.vendor.lower()}-{self.unit_kind}"
+
+
+class Provenance(_Frozen):
+    data: str
+    sources: list[str]
+    fitted: str = Field(description="date (UTC) the fit ran")
+    command: str
+    split: str
+    model: str = Field(description="the parameterisation, in words")
+
+
+class RuntimeProfile(_Frozen):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    name: str
+    description: str
+    unit_kind: UnitKind = Field("gpu", description="the compute unit the runtime runs on when none is named")
+    classes: list[RuntimeClass] = Field(min_length=1)
+    provenance: Provenance
+
+    def for_unit(self, spec: HardwareSpec, unit: ComputeUnit) -> RuntimeClass:
+        key = f"{spec.vendor.lower()}-{unit.kind}"
+        for c in self.classes:
+            if c.key == key:
+                return c
+        raise PlannerError(f"--runtime: {self.id} has no profile for {spec.vendor} {unit.kind} units ({spec.id}); "
+                           f"profiles exist for: {', '.join(c.key for c in self.classes)}")
+
+    def default_unit(self, spec: HardwareSpec) -> str | None:
+        """The unit the runtime runs on: the first unit of the profile's unit kind (llama.cpp on a Mac: the GPU)."""
+        return next((u.name for u in spec.units if u.kind == self.unit_kind), None)
+
+
+def runtime_paths() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(RUNTIMES_DIR.glob("*.yaml"))}
+
+
+def list_runtime_ids() -> list[str]:
+    return list(runtime_paths())
+
+
+def parse_runtime(data: dict, where: str) -> RuntimeProfile:
+    try:
+        return RuntimeProfile.model_validate(data)
+    except ValidationError as exc:
+        raise pydantic_one_line(f"runtime profile {where}", exc) from None
+
+
+@lru_cache(maxsize=32)
+def _load_path(path: str) -> RuntimeProfile:
+    return parse_runtime(read_yaml(path), path)
+
+
+def load_runtime(id_or_path: str | RuntimeProfile) -> RuntimeProfile:
+    """A runtime id (`llamacpp`, `trtllm`, `gpt-fast`; aliases `llama.cpp`, `tensorrt-llm`) or a YAML path."""
+    if isinstance(id_or_path, RuntimeProfile):
+        return id_or_path
+    if id_or_path.endswith((".yaml", ".yml")) or os.sep in id_or_path:
+        if not Path(id_or_path).exists():
+            raise PlannerError(f"--runtime: file not found: {id_or_path}")
+        return _load_path(str(Path(id_or_path).resolve()))
+    key = _ALIASES.get(id_or_path.lower(), id_or_path.lower())
+    paths = runtime_paths()
+    if key not in paths:
+        raise PlannerError(f"--runtime: unknown runtime '{id_or_path}'; allowed: {', '.join(paths) or 'none'} "
+                           f"(profiles in {RUNTIMES_DIR})")
+    return _load_path(str(paths[key]))
+
+
+def interval_regime(profile_class: RuntimeClass, stage: str, batch: int) -> Interval | None:
+    """The interval for a headline figure: prefill figures use 'prefill'; decode and end-to-end figures use
+    'decode' at batch 1 and 'throughput' at larger batches (falling back to the other if the profile lacks it)."""
+    iv = profile_class.intervals
+    if stage == "prefill":
+        return iv.get("prefill")
+    order = ("decode", "throughput") if batch == 1 else ("throughput", "decode")
+    return next((iv[r] for r in order if r in iv), None)

@@ -1,0 +1,176 @@
+"""The pieces under the accuracy benchmark: row mapping, the flat op table agreeing with the planner's own path,
+runtime profiles in `estimate`, the new Efficiency fields being neutral by default, new catalog entries."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from planner import estimate
+from planner.accuracy.benchmark import committed_profiles, prepare
+from planner.accuracy.data import DATA_PATH, HARDWARE_IDS, load_rows
+from planner.accuracy.predict import params_for_rows, predict_time_s, steps_of_row
+from planner.architecture import load_model
+from planner.cli import main
+from planner.errors import PlannerError
+from planner.hardware import Efficiency, load_hardware
+from planner.latency import decode_sum_s, prefill_time_s
+from planner.ops import prefill_ops
+from planner.quantization import weight_format
+from planner.roofline import device_model, fp16_accumulate_peak, select_unit, time_ops
+from planner.runtimes import load_runtime, parse_runtime
+
+
+@pytest.fixture(scope="module")
+def prepared():
+    return prepare()
+
+
+def test_every_published_row_is_mapped_or_listed_with_a_reason():
+    raw = pd.read_csv(DATA_PATH)
+    mapped, unmapped = load_rows()
+    assert len(mapped) + len(unmapped) == len(raw) == 674
+    assert set(mapped["row"]) | set(unmapped["row"]) == set(range(len(raw)))
+    assert all(len(r) > 10 for r in unmapped["reason"])
+    # every device label in the file has a catalog id (multi-GPU labels 'Nx ...' map through the 1-GPU label)
+    labels = {h.split("x ", 1)[1] if h[0].isdigit() else h for h in raw["hardware"]}
+    assert labels <= set(HARDWARE_IDS)
+    # tensor-parallel rows: 'Nx' labels (gpt-fast) and 'TP=N' notes (TRT-LLM) -> 66 rows with TP in {2, 4, 8}
+    tp = mapped.loc[mapped["tp"] > 1, "tp"]
+    assert len(tp) + len(unmapped) == 66 and (len(tp) == 0 or set(tp) == {2, 4, 8})
+
+
+def _planner_path_time(r: dict, eff: Efficiency) -> float:
+    """The row's time through planner.latency (the functions `estimate` uses), step by step."""
+    m, fmt, spec = load_model(r["model"]), weight_format(r["weights"]), load_hardware(r["hardware"])
+    dev = device_model(spec, select_unit(spec, fmt, r["unit"]), fmt, eff)
+    kv, fa = r["kv_dtype"], bool(r["flash_attention"])
+    if r["metric"] == "decode_tok_s_per_seq":    # steps at contexts P .. P+O-1 = decode_sum_s with O+1 outputs
+        return float(decode_sum_s(m, fmt, kv, dev, 1, r["prompt"], r["output"] + 1, fa))
+    if r["metric"] == "prefill_tok_s":
+        ub = r["ubatch"]
+        return sum(float(prefill_time_s(m, fmt, kv, dev, 1, min(ub, r["prompt"] - s), s, fa))
+                   for s in range(0, r["prompt"], ub))
+    if r["metric"] == "ttft_ms":
+        return float(prefill_time_s(m, fmt, kv, dev, 1, r["prompt"], 0, fa))
+    B, P, O = r["batch"], r["prompt"], r["output"]
+    return float(prefill_time_s(m, fmt, kv, dev, B, P, 0, fa)) + float(decode_sum_s(m, fmt, kv, dev, B, P, O, fa))
+
+
+def test_flat_op_table_matches_the_planner_path(prepared):
+    """The fit's vectorized table (planner/accuracy/predict.py) is the planner's roofline, not a copy that could
+    drift: one row per (runtime, class, metric, format), timed both ways under the fitted profiles."""
+    df, _, d = prepared
+    profiles = committed_profiles(df)
+    sample = df.groupby(["runtime", "hw_class", "metric", "weights"]).head(1)
+    effs = [profiles[r["runtime"]].for_unit(load_hardware(r["hardware"]),
+                                            load_hardware(r["hardware"]).unit(r["unit"])).efficiency
+            for r in df.to_dict("records")]
+    t_flat = predict_time_s(d, params_for_rows(d, effs))
+    for i, r in zip(sample.index, sample.to_dict("records")):
+        assert math.isclose(t_flat[i], _planner_path_time(r, effs[i]), rel_tol=1e-9), r
+
+
+def test_row_steps_follow_the_benchmark_definitions():
+    """llama-bench pp4096 with n_ubatch 512: 8 chunks at pasts 0, 512, ..., 3584; tg128: 32 midpoint samples of
+    128 steps (weight 4 each) at contexts floor(4j + 2) = 2, 6, ..., 126."""
+    steps, work = steps_of_row({"metric": "prefill_tok_s", "batch": 1, "prompt": 4096, "output": 0, "ubatch": 512})
+    assert work == 4096 and [s[3] for s in steps] == list(range(0, 4096, 512)) and all(s[2] == 512 for s in steps)
+    steps, work = steps_of_row({"metric": "decode_tok_s_per_seq", "batch": 1, "prompt": 0, "output": 128, "ubatch": 0})
+    assert work == 128 and len(steps) == 32 and sum(s[4] for s in steps) == 128
+    assert [s[3] for s in steps[:3]] == [2.0, 6.0, 10.0]  # floor((j + 0.5) * 128 / 32) = floor(4j + 2)
+
+
+def test_new_efficiency_fields_are_neutral_by_default():
+    """compute_half_rows = 0, no dequant overhead, no power cap, fp32 accumulation: time_ops gives exactly the
+    plain roofline max(flops / (peak x cf), bytes / (bw x bf)) + overhead."""
+    m, fmt, spec = load_model("llama-2-7b"), weight_format("q4_0"), load_hardware("rtx-4090")
+    base = Efficiency(bandwidth_fraction=0.8, compute_fraction=0.7, kernel_overhead_us=3, step_overhead_ms=0.3)
+    dev = device_model(spec, select_unit(spec, fmt), fmt, base)
+    for op, ot in zip(prefill_ops(m, fmt, "fp16", 1, 512), time_ops(prefill_ops(m, fmt, "fp16", 1, 512), dev)):
+        peak = dev.peak_tflops[op.compute] * 1e12 * 0.7
+        want = op.count * (max(float(op.flops) / peak, float(op.bytes) / (1008e9 * 0.8)) + 3e-6)
+        assert math.isclose(float(ot.time_s), want, rel_tol=1e-12)
+
+
+def test_refinements_apply_to_weight_gemms_only():
+    """With compute_half_rows = R_half and dequant d, a weight GEMM of R rows runs at cf x R/(R+R_half)/(1+d)."""
+    m, fmt, spec = load_model("llama-2-7b"), weight_format("q4_0"), load_hardware("a100-80gb-sxm")
+    eff = Efficiency(bandwidth_fraction=1, compute_fraction=1, compute_half_rows=64, dequant_overhead={"q4_0": 0.5})
+    dev = device_model(spec, select_unit(spec, fmt), fmt, eff)
+    ops = prefill_ops(m, fmt, "fp16", 1, 512)
+    for op, ot in zip(ops, time_ops(ops, dev)):
+        if op.name == "qkv_proj":  # 512 rows: 312 TFLOP/s x 512 / 576 / 1.5
+            assert math.isclose(float(ot.compute_s), op.count * float(op.flops) / (312e12 * 512 / 576 / 1.5),
+                                rel_tol=1e-9)
+        if op.name == "attn_scores":  # not a weight GEMM: plain peak
+            assert math.isclose(float(ot.compute_s), op.count * float(op.flops) / 312e12, rel_tol=1e-9)
+
+
+def test_fp16_accumulate_peak_from_the_int8_rate():
+    """GeForce RTX 4090: fp16 listed at the fp32-accumulate rate 165.2; fp16-accumulate = int8 / 2 = 660.6 / 2 =
+    330.3 (Ada whitepaper). A100: fp16 312 = int8 624 / 2, unchanged. Apple M2 Max: no int8 listed, unchanged."""
+    assert fp16_accumulate_peak(load_hardware("rtx-4090").unit("gpu"), "fp16") == pytest.approx(330.3)
+    assert fp16_accumulate_peak(load_hardware("a100-80gb-sxm").unit("gpu"), "bf16") == pytest.approx(312)
+    assert fp16_accumulate_peak(load_hardware("apple-m2-max").unit("gpu"), "fp16") == pytest.approx(13.6)
+
+
+def test_no_runtime_and_datasheet_are_unchanged():
+    a = estimate("llama-2-7b", "h100-sxm", "fp16")
+    assert a.runtime is None and a.intervals is None and a.decode.tokens_per_s_per_sequence_low is None
+    ds = estimate("llama-2-7b", "h100-sxm", "fp16", efficiency="datasheet")
+    ds_rt = estimate("llama-2-7b", "h100-sxm", "fp16", efficiency="datasheet", runtime="trtllm")
+    assert ds_rt.decode.latency_ms_per_token == ds.decode.latency_ms_per_token
+    assert ds_rt.prefill.latency_ms_low is None
+
+
+def test_runtime_estimate_carries_the_profile_interval():
+    """low = headline x p10, high = headline x p90 for speeds; latencies divide by p90 / p10."""
+    e = estimate("llama-2-7b", "apple-m2-max", "q4_0", batch=1, prompt=512, output=128, runtime="llamacpp")
+    iv = load_runtime("llamacpp").for_unit(load_hardware("apple-m2-max"), load_hardware("apple-m2-max").unit("gpu"))
+    d, p = e.decode, e.prefill
+    assert e.roofline.unit == "gpu"  # llama.cpp runs on Metal, not the Neural Engine
+    assert d.tokens_per_s_per_sequence_low == pytest.approx(d.tokens_per_s_per_sequence * iv.intervals["decode"].p10)
+    assert d.tokens_per_s_per_sequence_high == pytest.approx(d.tokens_per_s_per_sequence * iv.intervals["decode"].p90)
+    assert d.latency_ms_per_token_low == pytest.approx(d.latency_ms_per_token / iv.intervals["decode"].p90)
+    assert p.tokens_per_s_low == pytest.approx(p.tokens_per_s * iv.intervals["prefill"].p10)
+    assert e.end_to_end.latency_s_low < e.end_to_end.latency_s < e.end_to_end.latency_s_high
+
+
+def test_unknown_runtime_and_uncovered_class_are_one_line_errors(capsys):
+    with pytest.raises(PlannerError, match="unknown runtime 'vllmx'; allowed: gpt-fast, llamacpp, trtllm"):
+        estimate("llama-2-7b", "h100-sxm", runtime="vllmx")
+    with pytest.raises(PlannerError, match="llamacpp has no profile for AMD gpu"):
+        estimate("llama-2-7b", "mi300x", runtime="llamacpp")
+    assert main(["estimate", "-m", "llama-2-7b", "-H", "mi300x", "--runtime", "llamacpp"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --runtime:") and err.count("\n") == 1
+
+
+def test_runtime_profile_schema_rejects_unknown_keys():
+    data = load_runtime("trtllm").model_dump(mode="json")
+    data["classes"][0]["efficiency"]["bandwidth_fractoin"] = 0.9
+    with pytest.raises(PlannerError, match="bandwidth_fractoin"):
+        parse_runtime(data, "test")
+
+
+@pytest.mark.parametrize("model_id, published, rel", [
+    ("llama-3-8b", 8_030_261_248, 1e-9),     # HF safetensors index, Meta-Llama-3-8B
+    ("llama-3-70b", 70_553_706_496, 1e-9),   # HF safetensors index, Meta-Llama-3-70B
+    # GPT-J-6B: mesh-transformer-jax README 6,053,381,344; our count omits the LM-head bias (50,400) and the
+    # LayerNorm biases it counts differently (~2.5 M, 0.04 %)
+    ("gpt-j-6b", 6_053_381_344, 1e-3),
+    # Falcon-180B: "180B" nominal (Almazrouei et al. 2023); 179.5 B by the config's shapes
+    ("falcon-180b", 180e9, 0.01),
+])
+def test_new_catalog_models_match_published_counts(model_id, published, rel):
+    assert load_model(model_id).total_params == pytest.approx(published, rel=rel)
+
+
+def test_gptj_and_falcon_use_plain_mlps():
+    """GPT-J: fc_in/fc_out of 4 x 4096 with biases, no gate; Falcon-180B: 4 x 14848, GQA with 8 KV heads."""
+    g, f = load_model("gpt-j-6b"), load_model("falcon-180b")
+    assert (g.mlp_gated, g.intermediate_size, g.mlp_bias, g.num_kv_heads) == (False, 16384, True, 16)
+    assert (f.mlp_gated, f.intermediate_size, f.num_kv_heads, f.head_dim) == (False, 59392, 8, 64)
