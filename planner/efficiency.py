@@ -64,3 +64,17 @@ def resolve_efficiency(spec: HardwareSpec, unit: ComputeUnit, mode: str | Effici
         if cal is not None:
             return cal
     return default_efficiency(spec, unit)
+
+
+def efficiency_origin(spec: HardwareSpec, unit: ComputeUnit, mode: str | Efficiency = "auto", runtime=None) -> str:
+    """Which rule of the precedence above resolve_efficiency applies: explicit, datasheet, runtime, calibration,
+    device or default."""
+    if isinstance(mode, Efficiency):
+        return "explicit"
+    if mode == "datasheet":
+        return "datasheet"
+    if runtime is not None:
+        return "runtime"
+    if mode == "auto" and _calibrated(str(calibration_path(spec.id)), unit.name) is not None:
+        return "calibration"
+    return "device" if spec.efficiency is not None else "default"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from .architecture import ModelArch, load_model
-from .efficiency import resolve_efficiency
+from .efficiency import efficiency_origin, resolve_efficiency
 from .errors import PlannerError
 from .hardware import Efficiency, HardwareSpec, load_hardware, runtime_overhead_gb
 from .latency import decode_step_time_s, decode_sum_s
@@ -277,9 +277,15 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
                           ridge_flop_per_byte=dev.ridge_flop_per_byte,
                           effective_ridge_flop_per_byte=dev.eff_peak_flops[MATMUL] / dev.eff_bandwidth_bytes_s)
     iv_report = None
-    if prof is not None and fits and not isinstance(efficiency, Efficiency) and efficiency != "datasheet":
-        from .runtimes import interval_regime
+    origin = efficiency_origin(spec, u, efficiency, prof)
+    pc = None
+    if fits and origin == "runtime":
         pc = prof.for_unit(spec, u)
+    elif fits and origin == "default":
+        from .runtimes import default_interval_class
+        pc = default_interval_class()  # ranges of the kind defaults against published measurements
+    if pc is not None:
+        from .runtimes import interval_regime
         ip, idd = interval_regime(pc, "prefill", batch), interval_regime(pc, "decode", batch)
         if ip is not None:
             prefill = prefill.model_copy(update=dict(
@@ -296,9 +302,9 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
             e2e_r = e2e_r.model_copy(update=dict(latency_s_low=e2e / idd.p90, latency_s_high=e2e / idd.p10))
         regime = next((k for k, v in pc.intervals.items() if v is idd), None)
         iv_report = IntervalReport(
-            runtime=prof.id, hardware_class=pc.key, prefill=(ip.p10, ip.p90) if ip else None,
+            runtime=prof.id if prof is not None else "none (kind-default efficiencies)", hardware_class=pc.key, prefill=(ip.p10, ip.p90) if ip else None,
             decode=(idd.p10, idd.p90) if idd else None, decode_regime=regime,
-            source=f"p10/p90 of measured / predicted speed, {prof.id} profile ({pc.key}); "
+            source=f"p10/p90 of measured / predicted speed, {prof.id if prof else 'default'} ({pc.key}); "
                    + (pc.fit.interval_source if pc.fit else "no fit record"))
     b = m.param_breakdown()
     return Estimate(

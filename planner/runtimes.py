@@ -139,6 +139,40 @@ def load_runtime(id_or_path: str | RuntimeProfile) -> RuntimeProfile:
     return _load_path(str(paths[key]))
 
 
+DEFAULT_INTERVALS_PATH = SPECS_DIR / "defaults" / "intervals.yaml"
+
+
+class DefaultIntervals(_Frozen):
+    """The range of estimates that name no runtime (kind-default efficiencies), fitted by `planner accuracy --fit`."""
+
+    description: str
+    intervals: dict[Regime, Interval]
+    provenance: dict[str, str]
+
+
+@lru_cache(maxsize=1)
+def _default_intervals() -> DefaultIntervals | None:
+    if not DEFAULT_INTERVALS_PATH.exists():
+        return None
+    try:
+        return DefaultIntervals.model_validate(read_yaml(DEFAULT_INTERVALS_PATH))
+    except ValidationError as exc:
+        raise pydantic_one_line(str(DEFAULT_INTERVALS_PATH), exc) from None
+
+
+def default_interval_class() -> RuntimeClass | None:
+    """The default intervals wrapped as a RuntimeClass-like record (vendor 'any'), or None if not fitted yet."""
+    d = _default_intervals()
+    if d is None:
+        return None
+    from .hardware import efficiency_defaults
+    return RuntimeClass(vendor="any", unit_kind="gpu", efficiency=efficiency_defaults().by_unit_kind["gpu"],
+                        intervals=d.intervals, fit=ClassFit(
+                            rows_fit=sum(iv.rows for iv in d.intervals.values()), devices_fit=[], devices_held_out=[],
+                            interval_source=f"kind-default efficiencies vs {d.provenance.get('data', 'published rows')}"
+                                            f" ({d.provenance.get('rows', '')})"))
+
+
 def interval_regime(profile_class: RuntimeClass, stage: str, batch: int) -> Interval | None:
     """The interval for a headline figure: prefill figures use 'prefill'; decode and end-to-end figures use
     'decode' at batch 1 and 'throughput' at larger batches (falling back to the other if the profile lacks it)."""

@@ -202,18 +202,23 @@ def evaluate(df, d: Design, profiles: dict, peers: bool = True):
     from ..hardware import DATASHEET_EFFICIENCY
     from .predict import params_for_rows, predict_time_s
 
-    effs, p10, p90 = [], np.full(len(df), np.nan), np.full(len(df), np.nan)
+    from ..efficiency import resolve_efficiency
+
+    effs, effs_def, p10, p90 = [], [], np.full(len(df), np.nan), np.full(len(df), np.nan)
     for i, r in enumerate(df.to_dict("records")):
         spec = load_hardware(r["hardware"])
-        pc = profiles[r["runtime"]].for_unit(spec, spec.unit(r["unit"]))
+        unit = spec.unit(r["unit"])
+        pc = profiles[r["runtime"]].for_unit(spec, unit)
         effs.append(pc.efficiency)
+        effs_def.append(resolve_efficiency(spec, unit, "default"))
         iv = pc.intervals.get(r["regime"])
         if iv is not None:
             p10[i], p90[i] = iv.p10, iv.p90
     res = df.copy()
     t_rt = predict_time_s(d, params_for_rows(d, effs))
     t_ds = predict_time_s(d, params_for_rows(d, [DATASHEET_EFFICIENCY] * len(df)))
-    methods = {"runtime": t_rt, "datasheet": t_ds}
+    t_def = predict_time_s(d, params_for_rows(d, effs_def))
+    methods = {"runtime": t_rt, "datasheet": t_ds, "default": t_def}
     if peers:
         from .peers import llm_analysis_time_s
         methods["llm_analysis"] = llm_analysis_time_s(df)
@@ -232,7 +237,62 @@ def evaluate(df, d: Design, profiles: dict, peers: bool = True):
     res["high"] = np.where(is_ttft, pr / p10, pr * p90)
     res["covered"] = (res["measured"] >= res["low"]) & (res["measured"] <= res["high"])
     res["split"] = np.where(res["held_out"], "held-out", "fit")
+    res["ratio_default"] = t_def / d.measured_time_s
     return res
+
+
+def default_intervals(res) -> dict:
+    """p10/p90 of measured / predicted speed of the kind-default efficiencies (no runtime named), per regime, over
+    the fit rows (anomalous rows excluded): the range an estimate without `--runtime` carries."""
+    fit_rows = res[(~res["held_out"]) & (res["anomalous"] == "")]
+    out = {}
+    for reg, g in fit_rows.groupby("regime"):
+        x = g["ratio_default"].to_numpy()
+        out[str(reg)] = {"p10": _round(float(np.quantile(x, 0.10))), "p90": _round(float(np.quantile(x, 0.90))),
+                         "rows": int(len(x))}
+    return out
+
+
+def default_interval_coverage(res, intervals: dict) -> float:
+    """Share of held-out rows whose measured value lies in the default-efficiency interval."""
+    ho = scored(res)
+    lo = ho["regime"].map(lambda r: intervals.get(r, {}).get("p10", np.nan)).to_numpy(dtype=float)
+    hi = ho["regime"].map(lambda r: intervals.get(r, {}).get("p90", np.nan)).to_numpy(dtype=float)
+    ratio = ho["ratio_default"].to_numpy()
+    return float(np.mean((ratio >= lo) & (ratio <= hi)) * 100)
+
+
+def _default_section(res, intervals: dict, coverage: float) -> str:
+    """Markdown: how estimates that name no runtime fare (kind-default efficiencies) and the range they carry."""
+    ho = scored(res)
+    lines = ["", "## Estimates without `--runtime` (kind-default efficiencies)", "",
+             "Every estimate carries a p10-p90 range. Without a runtime the planner uses the documented kind defaults "
+             "(hardware_specs/defaults/efficiency.yaml); their range comes from the fit rows "
+             "(hardware_specs/defaults/intervals.yaml) and is checked on the held-out rows here.", "",
+             "| metric | held-out rows | median % | p90 % |", "|---|---|---|---|"]
+    for metric, g in ho.groupby("metric"):
+        x = g["err_default_pct"]
+        lines.append(f"| {metric} | {len(g)} | {np.median(x):.1f} | {np.quantile(x, 0.9):.1f} |")
+    lines += ["", "| regime | p10 | p90 | fit rows |", "|---|---|---|---|"]
+    lines += [f"| {k} | {v['p10']:.3f} | {v['p90']:.3f} | {v['rows']} |" for k, v in sorted(intervals.items())]
+    lines += ["", f"Held-out coverage of the default range: {coverage:.1f}% of {len(ho)} rows.", ""]
+    return "\n".join(lines)
+
+
+def write_default_intervals(intervals: dict, today: str | None = None) -> str:
+    from ..io import atomic_write_yaml
+    from ..runtimes import DEFAULT_INTERVALS_PATH, _default_intervals
+
+    today = today or _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+    atomic_write_yaml(DEFAULT_INTERVALS_PATH, {
+        "description": "p10-p90 range of measured / predicted speed for estimates that name no runtime (the kind-"
+                       "default efficiencies of hardware_specs/defaults/efficiency.yaml), per regime",
+        "intervals": intervals,
+        "provenance": {"data": f"data/{DATA_PATH.name}", "fitted": today, "command": "planner accuracy --fit",
+                       "rows": "fit rows of the device split (held-out devices and anomalous rows excluded)"},
+    })
+    _default_intervals.cache_clear()
+    return str(DEFAULT_INTERVALS_PATH)
 
 
 def evaluate_tp(df_tp, profiles: dict):
@@ -340,6 +400,10 @@ def run(out_dir: str | Path = "reports", fit: bool = False, write: bool = True, 
     else:
         profiles = committed_profiles(df)
     res = evaluate(df, d, profiles)
+    def_iv = default_intervals(res)
+    if fit and write:
+        files.append(write_default_intervals(def_iv))
+    def_cov = default_interval_coverage(res, def_iv)
     res_tp = evaluate_tp(df_tp, profiles) if len(df_tp) else None
     checks = target_checks(res, "runtime")
     checks_ds = target_checks(res, "datasheet")
@@ -377,8 +441,8 @@ def run(out_dir: str | Path = "reports", fit: bool = False, write: bool = True, 
                 files.append(str(out / "accuracy.png"))
         cmd = "planner accuracy" + (" --fit" if fit else "") + (f" --out-dir {out_dir}" if str(out_dir) != "reports"
                                                                else "")
-        atomic_write_text(out / "accuracy.md", render_markdown(res, unmapped, profiles, checks, checks_ds, checks_pe,
-                                                                summaries, cmd, res_tp))
+        md = render_markdown(res, unmapped, profiles, checks, checks_ds, checks_pe, summaries, cmd, res_tp)
+        atomic_write_text(out / "accuracy.md", md + _default_section(res, def_iv, def_cov))
         files.append(str(out / "accuracy.md"))
-    return {"results": res, "results_tp": res_tp, "unmapped": unmapped, "profiles": profiles, "checks": checks,
+    return {"default_intervals": def_iv, "default_coverage": def_cov, "results": res, "results_tp": res_tp, "unmapped": unmapped, "profiles": profiles, "checks": checks,
             "checks_datasheet": checks_ds, "checks_llm_analysis": checks_pe, "files": files, "notes": notes}

@@ -119,7 +119,8 @@ def test_fp16_accumulate_peak_from_the_int8_rate():
 
 def test_no_runtime_and_datasheet_are_unchanged():
     a = estimate("llama-2-7b", "h100-sxm", "fp16")
-    assert a.runtime is None and a.intervals is None and a.decode.tokens_per_s_per_sequence_low is None
+    # no runtime: the kind defaults, with the default range (test below), never a runtime profile
+    assert a.runtime is None and a.efficiency.source.startswith("default for gpu")
     ds = estimate("llama-2-7b", "h100-sxm", "fp16", efficiency="datasheet")
     ds_rt = estimate("llama-2-7b", "h100-sxm", "fp16", efficiency="datasheet", runtime="trtllm")
     assert ds_rt.decode.latency_ms_per_token == ds.decode.latency_ms_per_token
@@ -174,3 +175,23 @@ def test_gptj_and_falcon_use_plain_mlps():
     g, f = load_model("gpt-j-6b"), load_model("falcon-180b")
     assert (g.mlp_gated, g.intermediate_size, g.mlp_bias, g.num_kv_heads) == (False, 16384, True, 16)
     assert (f.mlp_gated, f.intermediate_size, f.num_kv_heads, f.head_dim) == (False, 59392, 8, 64)
+
+
+def test_estimate_without_runtime_carries_the_default_range():
+    # the kind-default efficiencies carry the p10-p90 of measured / predicted speed over the fit rows
+    # (hardware_specs/defaults/intervals.yaml): speed x [p10, p90], latency / [p90, p10]
+    from planner.runtimes import _default_intervals
+
+    iv = _default_intervals().intervals
+    e = estimate("llama-3.1-8b", "rtx-4090", "q4_k_m", batch=1, prompt=512, output=128)
+    d = e.decode
+    assert d.tokens_per_s_per_sequence_low == pytest.approx(d.tokens_per_s_per_sequence * iv["decode"].p10)
+    assert d.tokens_per_s_per_sequence_high == pytest.approx(d.tokens_per_s_per_sequence * iv["decode"].p90)
+    assert e.prefill.latency_ms_low == pytest.approx(e.prefill.latency_ms / iv["prefill"].p90)
+    assert e.intervals is not None and e.intervals.runtime.startswith("none")
+    # batch 8 decode takes the throughput regime
+    e8 = estimate("llama-3.1-8b", "rtx-4090", "q4_k_m", batch=8)
+    assert e8.decode.tokens_per_s_total_low == pytest.approx(e8.decode.tokens_per_s_total * iv["throughput"].p10)
+    # the plain roofline and a configuration that does not fit carry no range
+    assert estimate("llama-3.1-8b", "rtx-4090", efficiency="datasheet").decode.tokens_per_s_total_low is None
+    assert estimate("llama-3.1-70b", "rtx-4090").decode.tokens_per_s_total_low is None
