@@ -65,8 +65,13 @@ def estimate_text(e: Estimate) -> str:
         f"{e.efficiency.kernel_overhead_us:g} us/op, {e.efficiency.step_overhead_ms:g} ms/step  [{e.efficiency.source}]",
     ]
     if e.intervals is not None:
-        lines.append(f"Ranges: p10-p90 of measured/predicted speed for {e.intervals.runtime} on "
-                     f"{e.intervals.hardware_class} ({e.intervals.source})")
+        if e.runtime is None:
+            lines.append("Ranges: p10-p90 of measured / predicted speed of the kind defaults against published "
+                         "measurements (hardware_specs/defaults/intervals.yaml); name --runtime for a runtime's "
+                         "own, tighter range")
+        else:
+            lines.append(f"Ranges: p10-p90 of measured / predicted speed for {e.intervals.runtime} on "
+                         f"{e.intervals.hardware_class} ({e.intervals.source})")
     lines += [f"warning: {w}" for w in e.warnings]
     return "\n".join(lines)
 
