@@ -296,6 +296,11 @@ def render_headline(ctx: Context) -> None:
             c[2].metric("Time per output token", _ms(h["tpot_ms"]), help="TPOT: mean decode step after the first")
             c[3].metric("Tokens/s per sequence", _rate(h["tok_s_per_seq"]))
             c[4].metric("Tokens/s total", _rate(h["tok_s_total"]), help="decode tokens/s over the whole batch")
+            if h["range_source"] is not None and h["fits"]:
+                (t0, t1), (p0, p1), (r0, r1) = h["ttft_ms_range"], h["tpot_ms_range"], h["tok_s_total_range"]
+                st.caption(f"p10–p90 range: TTFT {t0:,.1f}–{t1:,.1f} ms · TPOT {p0:,.2f}–{p1:,.2f} ms · "
+                           f"tokens/s total {r0:,.0f}–{r1:,.0f} (measured / predicted spread of "
+                           f"{h['range_source']} against published benchmarks)")
             st.caption(f"prefill {h['prefill_bound']} bound · decode {h['decode_bound']} bound · largest batch "
                        f"at this context: {h['max_batch']:,} · longest context at this batch: "
                        f"{h['max_context']:,} tokens")
@@ -514,6 +519,24 @@ def render_validation(ctx: Context) -> None:
         st.dataframe(cal, hide_index=True)
 
 
+@st.cache_data(show_spinner=False)
+def cached_accuracy():
+    return ud.accuracy_results()
+
+
+def render_accuracy(ctx: Context) -> None:
+    from planner.accuracy.report import chart
+
+    res, checks, default_cov = cached_accuracy()
+    st.markdown("**Predicted against published measurements** (`data/measured_public.csv`: llama.cpp, TensorRT-LLM, "
+                "gpt-fast on 40+ devices; runtime profiles fitted on part of the devices, checked on the rest). "
+                "Regenerate with `planner accuracy`.")
+    st.altair_chart(chart(res))
+    st.dataframe(pd.DataFrame(checks).rename(columns={"value": "held-out %"}).round(1), hide_index=True)
+    st.caption(f"Estimates that name no runtime use the kind-default efficiencies; their p10–p90 range covers "
+               f"{default_cov:.0f}% of the held-out rows.")
+
+
 def render_export(ctx: Context) -> None:
     inp = ctx.inputs
     st.download_button("Estimate (JSON)", ud.export_json(ctx.estimates, inp.as_dict()), file_name="estimate.json",
@@ -537,7 +560,7 @@ def render_export(ctx: Context) -> None:
 TABS: list[tuple[str, Callable[[Context], None]]] = [
     ("Memory", render_memory), ("Batching", render_batching), ("Context length", render_context),
     ("Roofline", render_roofline), ("Quantization", render_quantization), ("Validation", render_validation),
-    ("Export", render_export),
+    ("Accuracy", render_accuracy), ("Export", render_export),
 ]
 
 

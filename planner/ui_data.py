@@ -105,7 +105,21 @@ def headline(e: Estimate) -> dict:
         "e2e_s": e.end_to_end.latency_s, "prefill_bound": e.prefill.bound, "decode_bound": e.decode.bound,
         "max_batch": m.max_batch_at_context, "max_context": m.max_context_at_batch,
         "efficiency": e.efficiency.source,
+        "ttft_ms_range": (e.prefill.latency_ms_low, e.prefill.latency_ms_high),
+        "tpot_ms_range": (e.decode.latency_ms_per_token_low, e.decode.latency_ms_per_token_high),
+        "tok_s_total_range": (e.decode.tokens_per_s_total_low, e.decode.tokens_per_s_total_high),
+        "range_source": None if e.intervals is None else (e.intervals.runtime if e.runtime is None else
+                                                          f"{e.runtime} profile ({e.intervals.hardware_class})"),
     }
+
+
+def accuracy_results():
+    """The published-measurement benchmark (committed runtime profiles, no files written): per-row results and the
+    held-out target checks, for the app's Accuracy section."""
+    from .accuracy.benchmark import run
+
+    out = run(write=False, png=False)
+    return out["results"], out["checks"], out["default_coverage"]
 
 
 def headline_frame(estimates: list[Estimate]):

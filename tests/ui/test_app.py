@@ -26,7 +26,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
-SECTIONS = ["Memory", "Batching", "Context length", "Roofline", "Quantization", "Validation", "Export"]
+SECTIONS = ["Memory", "Batching", "Context length", "Roofline", "Quantization", "Validation", "Accuracy", "Export"]
 
 MISTRAL_7B = {
     "architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 4096,
@@ -262,3 +262,10 @@ def test_validation_section_reads_records(tmp_path, monkeypatch):
         assert "1 unreadable" in captions and "1 record(s) without" in captions
     finally:
         st.cache_data.clear()
+
+
+def test_headline_shows_the_p10_p90_range():
+    # no runtime named: the kind-default range (hardware_specs/defaults/intervals.yaml) is shown under the numbers
+    at = run_app({"hardware": "h100-sxm"})
+    no_failure(at)
+    assert any("p10–p90 range" in c.value for c in at.caption)
