@@ -1,0 +1,169 @@
+"""One serving configuration end to end: (model, device, format, TP/PP, replicas, scheduler limits) + workload ->
+simulated latency percentiles and throughput. `simulate(...)` is the function API behind `planner simulate`.
+
+A deployment of r replicas of t x p GPUs runs r x p engines (a p-stage pipeline keeps p micro-batches in flight,
+see parallelism.py); requests are routed round-robin, so one engine sees 1/(r p) of the traffic. For a parametric
+workload the engine's share is simulated directly as a Poisson stream at qps / (r p) (Poisson thinning); a trace is
+split round-robin. All engines are identical, so one engine's percentiles are the deployment's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import PlannerError, pydantic_one_line
+from .parallelism import check_tp, node_for
+from .simulator import EngineLimits, EngineTrace, run_engine, summarize
+from .step_model import ReplicaMemory, StepModel, replica_memory
+from .workload import Requests, Workload, generate
+
+
+class ServingConfig(BaseModel):
+    """How one deployment is configured. Scheduler names follow vLLM's engine arguments."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    hardware: str
+    weights: str = "fp16"
+    kv_dtype: str = "fp16"
+    tp: int = Field(1, ge=1)
+    pp: int = Field(1, ge=1)
+    replicas: int = Field(1, ge=1)
+    max_num_seqs: int = Field(256, ge=1)
+    max_num_batched_tokens: int = Field(8192, ge=1)
+    chunked_prefill: bool = False
+    block_size: int = Field(16, ge=1)
+    flash_attention: bool = True
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.replicas
+
+    @property
+    def engines(self) -> int:
+        return self.replicas * self.pp
+
+
+def make_config(**kw) -> ServingConfig:
+    try:
+        return ServingConfig(**kw)
+    except ValidationError as exc:
+        raise pydantic_one_line("serving config", exc) from None
+
+
+@dataclass
+class Engine:
+    """A built engine: its step model, memory and scheduler limits."""
+
+    step_model: StepModel
+    memory: ReplicaMemory
+    limits: EngineLimits
+
+
+def build_engine(m, spec, cfg: ServingConfig, efficiency="auto", max_prompt: int = 0) -> Engine:
+    """Step-time tables and KV pool for cfg; raises PlannerError when the weights do not fit."""
+    from ..efficiency import resolve_efficiency
+    from ..quantization import kv_dtype as norm_kv, weight_format
+    from ..roofline import device_model, select_unit
+
+    fmt = weight_format(cfg.weights)
+    kvd = norm_kv(cfg.kv_dtype)
+    check_tp(m, cfg.tp)
+    node = node_for(spec)
+    if cfg.tp > node.gpus_per_node:
+        raise PlannerError(f"--tp: {cfg.tp} exceeds the {node.gpus_per_node} devices of a {node.name} node "
+                           f"(tensor parallelism stays inside a node; use --pp across nodes)")
+    if cfg.pp > 1 and node.inter_link() is None:
+        raise PlannerError(f"--pp: {spec.id} nodes have no network between them ({node.name})")
+    if cfg.pp > m.num_layers:
+        raise PlannerError(f"--pp: {cfg.pp} stages exceed {m.name}'s {m.num_layers} layers")
+    u = select_unit(spec, fmt)
+    dev = device_model(spec, u, fmt, resolve_efficiency(spec, u, efficiency))
+    mem = replica_memory(m, fmt, kvd, spec, cfg.tp, cfg.pp, cfg.max_num_batched_tokens, cfg.flash_attention,
+                         cfg.gpu_memory_utilization)
+    if not mem.fits:
+        raise PlannerError(f"{m.name} {fmt.name} on {cfg.tp * cfg.pp} x {spec.id}: {mem.verdict}")
+    max_tokens = max(cfg.max_num_batched_tokens, max_prompt, cfg.max_num_seqs)
+    sm = StepModel.build(m, fmt, kvd, dev, cfg.tp, cfg.pp, node.intra_link() if cfg.tp > 1 else None,
+                         node.inter_link() if cfg.pp > 1 else None, cfg.flash_attention, max_tokens)
+    lim = EngineLimits(kv_pool_tokens=mem.kv_pool_tokens // cfg.pp, max_num_seqs=cfg.max_num_seqs,
+                       max_num_batched_tokens=cfg.max_num_batched_tokens, chunked_prefill=cfg.chunked_prefill,
+                       block_size=cfg.block_size)
+    return Engine(sm, mem, lim)
+
+
+def engine_requests(w: Workload, engines: int, n: int, seed: int = 0) -> Requests:
+    """The requests one of `engines` engines sees (module docstring)."""
+    if w.trace:
+        return generate(w, n * engines, seed).split(engines)
+    return generate(w.model_copy(update={"qps": w.qps / engines}), n, seed)
+
+
+@dataclass
+class SimulationResult:
+    model: str
+    config: ServingConfig
+    workload: str
+    summary: dict[str, Any]   # one engine's percentiles (= the deployment's) and its throughput
+    totals: dict[str, Any]    # deployment totals: throughput x engines, GPUs
+    memory_verdict: str
+    kv_pool_tokens: int
+    trace: EngineTrace
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "config": self.config.model_dump(), "workload": self.workload,
+                "memory": self.memory_verdict, "kv_pool_tokens_per_engine": self.kv_pool_tokens,
+                "engine": self.summary, "deployment": self.totals}
+
+    def requests_frame(self):
+        """Per-request times (one engine) as a DataFrame."""
+        import pandas as pd
+
+        t = self.trace
+        return pd.DataFrame({"arrival_s": t.arrival_s, "prompt_tokens": t.prompt, "output_tokens": t.output,
+                             "queue_ms": (t.admit_s - t.arrival_s) * 1e3, "ttft_ms": (t.first_s - t.arrival_s) * 1e3,
+                             "e2e_s": t.finish_s - t.arrival_s})
+
+
+def simulate(model, config: ServingConfig | dict, workload: Workload, n_requests: int = 2000, seed: int = 0,
+             efficiency="auto", warmup_fraction: float = 0.1, engine: Engine | None = None) -> SimulationResult:
+    """Simulate one engine of the deployment on its share of the workload (n_requests of them)."""
+    from ..architecture import load_model
+    from ..hardware import load_hardware
+
+    m = model if not isinstance(model, str) else load_model(model)
+    cfg = config if isinstance(config, ServingConfig) else make_config(**config)
+    spec = load_hardware(cfg.hardware)
+    reqs = engine_requests(workload, cfg.engines, n_requests, seed)
+    eng = engine or build_engine(m, spec, cfg, efficiency, int(reqs.prompt.max()))
+    tr = run_engine(eng.step_model, reqs, eng.limits)
+    s = summarize(tr, warmup_fraction)
+    totals = {"gpus": cfg.gpus, "engines": cfg.engines,
+              "requests_per_s": s["requests_per_s"] * cfg.engines,
+              "output_tokens_per_s": s["output_tokens_per_s"] * cfg.engines,
+              "offered_requests_per_s": workload.qps}
+    return SimulationResult(m.name, cfg, workload.describe(), s, totals, eng.memory.verdict, eng.limits.kv_pool_tokens,
+                            tr)
+
+
+def meets_slo(summary: dict, ttft_p95_ms: float, tpot_p95_ms: float) -> tuple[bool, str]:
+    """(ok, reason): p95 TTFT and TPOT against their targets; rejected requests fail it."""
+    if summary["rejected"]:
+        return False, f"{summary['rejected']} requests longer than the KV pool"
+    ttft = summary["ttft_ms"]["p95"]
+    tpot = summary["tpot_ms"]["p95"]
+    bad = []
+    if ttft is None or ttft > ttft_p95_ms:
+        bad.append(f"TTFT p95 {ttft:,.0f} ms > {ttft_p95_ms:g}" if ttft is not None else "no TTFT")
+    if tpot is not None and tpot > tpot_p95_ms:
+        bad.append(f"TPOT p95 {tpot:.1f} ms > {tpot_p95_ms:g}")
+    return (not bad), "; ".join(bad)
+
+
+def ceil_div(a: float, b: float) -> int:
+    return max(1, math.ceil(a / b - 1e-12))

@@ -1,0 +1,483 @@
+"""Capacity plan: for each candidate device, the cheapest configuration that meets the SLOs at the request rate,
+checked by simulation, and the recommendations that follow, each computed by comparing alternatives with the model.
+
+Per device (ids from hardware_specs/; default: every device of kind gpu or soc, or consumer GPUs and SoCs for the
+on-device preset):
+  1. candidates: weight format x tensor-parallel degree (1, 2, 4, 8 inside a node, dividing the attention heads);
+     pipeline stages across nodes only when no single node holds the model.
+  2. cheap rejections with the cost model alone: the weights do not fit; the KV pool cannot hold the longest
+     request; TTFT of the p95 prompt alone, or TPOT of one sequence, already misses the SLO.
+  3. a lower bound on replicas: one engine can serve at most mu = 1 / (prefill(mean prompt) +
+     (mean output - 1) x step(b) / b) requests/s, b the largest batch whose decode step meets the TPOT target
+     and whose KV fits; r >= qps / mu.
+  4. the (at most three) candidates with the lowest estimate of GPUs (the bound, raised by an M/D/1 estimate of
+     prefill queueing against the TTFT slack) (ties: higher precision first); for each, the smallest
+     replica count whose simulation meets both p95 targets (from the bound; else checked at 16x the bound, nearly
+     unloaded, and bisected in between), trying a
+     smaller batch limit (the largest batch whose step meets the TPOT target) when only TPOT misses; screening
+     runs simulate a fifth of the requests, and the answer is confirmed with the full count. Bisection stops
+     when its bracket is within 5% of the replica count (the answer returned always met the targets). The search stops when no remaining candidate
+     can need fewer GPUs. The chosen configuration met the SLOs in its own simulation (same seed).
+Costs: GPUs x price per GPU-hour (the spec's price, or --price overrides); per million output tokens at the offered
+rate. Energy per output token = GPUs x TDP / output tokens per second (an upper bound: every device at TDP);
+on one device (on-device preset) TDP x mean request time / mean output tokens (the energy while it generates).
+Ranking: objective "cost": priced devices by cost per hour; devices without a price after them, by energy per
+token ("no price"); objective "latency" (on-device): by TPOT p95. Rejected devices last, with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import PlannerError
+from .engine import ServingConfig, engine_requests, meets_slo
+from .parallelism import check_tp, node_for, tp_step_time_s
+from .scenarios import Scenario, get_scenario
+from .simulator import EngineLimits, run_engine, summarize
+from .step_model import StepModel, replica_memory
+from .workload import generate
+
+PRECISION_ORDER = ("fp32", "bf16", "fp16", "fp8", "int8", "w8a8-int8", "q8_0", "q6_k", "q5_k_m", "int4-g128",
+                   "q4_k_m", "awq-int4", "gptq-int4", "q4_0", "mxfp4", "nvfp4")
+TP_DEGREES = (1, 2, 4, 8)
+MAX_GPUS = 1024
+REPLICA_PRECISION = 0.05   # the replica search stops when its bracket is within 5% (the answer still met the SLOs)
+MAX_SEARCHED = 3   # candidates simulated per device, in order of their lower bound on devices
+
+
+@dataclass
+class PlanResult:
+    model: str
+    scenario: Scenario
+    table: Any                      # pandas DataFrame, one row per device, ranked
+    configs: Any                    # pandas DataFrame, every configuration simulated or rejected
+    recommendations: list[dict]
+    elapsed_s: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def best(self) -> dict | None:
+        ok = self.table[self.table["status"] == "ok"]
+        return None if ok.empty else _records(ok.iloc[:1])[0]
+
+    def to_dict(self) -> dict:
+        sc = self.scenario
+        return {
+            "model": self.model, "scenario": sc.name, "workload": sc.workload.describe(),
+            "slo": {"ttft_p95_ms": sc.ttft_p95_ms, "tpot_p95_ms": sc.tpot_p95_ms}, "objective": sc.objective,
+            "ranking": _records(self.table), "recommendations": self.recommendations, "notes": self.notes,
+            "elapsed_s": self.elapsed_s,
+        }
+
+
+def _records(df) -> list[dict]:
+    ints = ("rank", "tp", "pp", "replicas", "gpus", "max_num_seqs")
+    out = []
+    for rec in df.to_dict(orient="records"):
+        row = {}
+        for k, v in rec.items():
+            v = v.item() if isinstance(v, np.generic) else v
+            if isinstance(v, float) and not math.isfinite(v):
+                v = None
+            if k in ints and v is not None:
+                v = int(v)
+            row[k] = v
+        out.append(row)
+    return out
+
+
+@dataclass
+class _Stats:
+    """What the plan needs to know about the workload, from a sample of it."""
+
+    prompt_mean: float
+    prompt_p95: int
+    prompt_p99: int
+    prompt_max: int
+    output_mean: float
+    length_max: int
+    lengths: np.ndarray
+    output_tokens_per_s: float
+
+
+def _workload_stats(sc: Scenario, seed: int) -> _Stats:
+    r = generate(sc.workload, 4000, seed)
+    lens = r.prompt + r.output
+    return _Stats(float(r.prompt.mean()), int(np.percentile(r.prompt, 95)), int(np.percentile(r.prompt, 99)), int(r.prompt.max()),
+                  float(r.output.mean()), int(lens.max()), lens, sc.workload.qps * float(r.output.mean()))
+
+
+def candidate_devices(sc: Scenario, hardware: list[str] | None):
+    from ..hardware import list_hardware_ids, load_hardware
+
+    if hardware:
+        return [load_hardware(h) for h in hardware], []
+    specs, skipped = [], []
+    for hid in list_hardware_ids():
+        try:
+            s = load_hardware(hid)
+        except PlannerError as exc:
+            skipped.append(f"{hid}: {exc}")
+            continue
+        if sc.devices == "consumer":
+            if s.kind == "soc" or "geforce" in s.name.lower():
+                specs.append(s)
+        elif s.kind in ("gpu", "soc"):
+            specs.append(s)
+    return specs, skipped
+
+
+def _format_name(spec, name: str):
+    """The weight format as it runs here: bf16 on a unit without a bf16 peak runs (and is labelled) fp16."""
+    from ..quantization import weight_format
+    from ..roofline import pick_dtype, select_unit
+
+    fmt = weight_format(name)
+    u = select_unit(spec, fmt)
+    if fmt.name == "bf16" and pick_dtype(u, fmt.compute_dtypes) != "bf16":
+        fmt = weight_format("fp16")
+        u = select_unit(spec, fmt)
+    return fmt, u
+
+
+@dataclass
+class _Cand:
+    fmt: Any
+    unit: Any
+    tp: int
+    pp: int
+    pool_tokens: int
+    r_lb: int
+    b_slo: int
+    reason: str = ""
+    r_est: int = 0
+
+    @property
+    def gpus_est(self) -> int:
+        return max(self.r_est, self.r_lb) * self.tp * self.pp
+
+    @property
+    def gpus_lb(self) -> int:
+        return self.r_lb * self.tp * self.pp
+
+
+class _Planner:
+    def __init__(self, m, sc: Scenario, st: _Stats, n_requests: int, seed: int, efficiency, kv_dtype: str,
+                 budget_tokens: int = 8192):
+        self.m, self.sc, self.st, self.n, self.seed, self.eff, self.kvd = m, sc, st, n_requests, seed, efficiency, kv_dtype
+        self.budget = budget_tokens
+        self.rows: list[dict] = []
+        self.engines: dict = {}
+
+    # ------------------------------------------------------------ per configuration
+
+    def _dev(self, spec, fmt, unit):
+        from ..efficiency import resolve_efficiency
+        from ..roofline import device_model
+
+        return device_model(spec, unit, fmt, resolve_efficiency(spec, unit, self.eff))
+
+    def candidate(self, spec, fmt, unit, tp: int, pp: int) -> _Cand:
+        m, sc, st = self.m, self.sc, self.st
+        node = node_for(spec)
+        c = _Cand(fmt, unit, tp, pp, 0, 0, 0)
+        mem = replica_memory(m, fmt, self.kvd, spec, tp, pp, self.budget)
+        if not mem.fits:
+            c.reason = mem.verdict
+            return c
+        c.pool_tokens = mem.kv_pool_tokens // pp
+        if c.pool_tokens < st.length_max:
+            c.reason = (f"KV pool of {c.pool_tokens:,} tokens per engine cannot hold the longest request "
+                        f"({st.length_max:,} tokens)")
+            return c
+        dev = self._dev(spec, fmt, unit)
+        link = node.intra_link() if tp > 1 else None
+        ttft0 = float(tp_step_time_s(m, fmt, self.kvd, dev, "prefill", 1, st.prompt_p95, 0, tp, link))
+        ctx = st.prompt_mean + st.output_mean / 2
+        b_max = max(1, min(self.sc.max_num_seqs, int(c.pool_tokens // (st.prompt_mean + st.output_mean))))
+        bs = np.arange(1, b_max + 1, dtype=np.float64)
+        step = np.asarray(tp_step_time_s(m, fmt, self.kvd, dev, "decode", bs, 1, ctx, tp, link)) * 1.0
+        if pp > 1:
+            step = step + (pp - 1) * node.inter_link().send_time_s(bs * m.hidden_size * 2.0)
+        if ttft0 * 1e3 > sc.ttft_p95_ms:
+            c.reason = (f"TTFT of the p95 prompt ({st.prompt_p95:,} tokens) alone is {ttft0 * 1e3:,.0f} ms "
+                        f"> {sc.ttft_p95_ms:g} ms")
+            return c
+        if step[0] * 1e3 > sc.tpot_p95_ms:
+            c.reason = f"TPOT of one sequence is {step[0] * 1e3:.1f} ms > {sc.tpot_p95_ms:g} ms"
+            return c
+        ok = np.nonzero(step * 1e3 <= sc.tpot_p95_ms)[0]
+        c.b_slo = int(ok[-1]) + 1
+        prefill = float(tp_step_time_s(m, fmt, self.kvd, dev, "prefill", 1, st.prompt_mean, 0, tp, link))
+        mu = 1.0 / (prefill + max(st.output_mean - 1, 0) * step[c.b_slo - 1] / c.b_slo)
+        c.r_lb = max(1, math.ceil(sc.workload.qps / (mu * pp) - 1e-9))
+        # a starting estimate that also respects TTFT (not a bound): prefill-first queueing as M/D/1 on the prefill
+        # work S = prefill(mean prompt), mean wait rho S / (2 (1 - rho)), p95 ~ 3x the mean (exponential tail);
+        # the slack is the TTFT target less the p95 prompt's own prefill and one decode step in progress
+        slack = sc.ttft_p95_ms / 1e3 - ttft0 - step[c.b_slo - 1]
+        if slack <= 0:
+            c.r_est = 16 * c.r_lb
+        else:
+            x = slack / (1.5 * prefill)
+            rho = x / (1 + x)
+            c.r_est = max(c.r_lb, math.ceil(sc.workload.qps * prefill / (rho * pp) - 1e-9))
+        if c.gpus_lb > MAX_GPUS:
+            c.reason = f"needs more than {MAX_GPUS} devices"
+        return c
+
+    def _engine(self, spec, c: _Cand) -> StepModel:
+        key = (spec.id, c.fmt.name, c.tp, c.pp)
+        if key not in self.engines:
+            node = node_for(spec)
+            self.engines[key] = StepModel.build(
+                self.m, c.fmt, self.kvd, self._dev(spec, c.fmt, c.unit), c.tp, c.pp,
+                node.intra_link() if c.tp > 1 else None, node.inter_link() if c.pp > 1 else None, True,
+                max(self.budget, self.st.prompt_max))
+        return self.engines[key]
+
+    def run(self, spec, c: _Cand, replicas: int, seqs: int, chunked: bool = False,
+            screen: bool = False) -> tuple[bool, str, dict]:
+        """Simulate one engine of the configuration; screening runs use a quarter of the requests."""
+        sm = self._engine(spec, c)
+        engines = replicas * c.pp
+        n = max(100, self.n // 5) if screen else self.n
+        reqs = engine_requests(self.sc.workload, engines, n, self.seed)
+        lim = EngineLimits(c.pool_tokens, seqs, self.budget, chunked or self.sc.chunked_prefill)
+        s = summarize(run_engine(sm, reqs, lim))
+        ok, why = meets_slo(s, self.sc.ttft_p95_ms, self.sc.tpot_p95_ms)
+        status = ("meets SLO" if ok else "misses SLO") + (" (screening)" if screen else "")
+        self.rows.append(self._row(spec, c, replicas, seqs, s, status, why, chunked) | {"simulated_requests": n})
+        return ok, why, s
+
+    def _row(self, spec, c: _Cand, replicas, seqs, s, status, why, chunked=False) -> dict:
+        gpus = replicas * c.tp * c.pp
+        price = self.prices.get(spec.id, spec.price.usd_per_hour if spec.price else None)
+        tdp = spec.power.tdp_w if spec.power else None
+        usd_h = gpus * price if price else None
+        tok_s = self.st.output_tokens_per_s
+        return {
+            "hardware": spec.id, "status": status, "weights": c.fmt.name, "unit": c.unit.name, "tp": c.tp,
+            "pp": c.pp, "replicas": replicas, "gpus": gpus, "max_num_seqs": seqs, "chunked_prefill": chunked,
+            "ttft_p95_ms": s["ttft_ms"]["p95"] if s else None, "tpot_p95_ms": s["tpot_ms"]["p95"] if s else None,
+            "e2e_p95_s": s["e2e_s"]["p95"] if s else None, "mean_running": s["mean_running"] if s else None,
+            "usd_per_gpu_hour": price, "usd_per_hour": usd_h,
+            "usd_per_m_output_tokens": usd_h / (tok_s * 3600) * 1e6 if usd_h else None,
+            "energy_j_per_output_token": (None if not tdp else
+                                          tdp * s["e2e_s"]["mean"] / self.st.output_mean if self.sc.single_device and s
+                                          else gpus * tdp / tok_s),
+            "reason": why,
+        }
+
+    # ------------------------------------------------------------ search
+
+    def search(self, spec, c: _Cand, r_max: int | None = None) -> tuple[dict | None, str]:
+        """Smallest replica count (and batch limit) meeting the SLOs in simulation; (row, reason if none).
+
+        r_max: only counts up to r_max are of interest (another candidate already needs fewer devices above it)."""
+        seq_opts = [self.sc.max_num_seqs] + ([max(1, c.b_slo)] if c.b_slo < self.sc.max_num_seqs else [])
+        seq_opts = list(dict.fromkeys(seq_opts))
+        r_cap = max(1, MAX_GPUS // (c.tp * c.pp)) if r_max is None else min(r_max, MAX_GPUS // (c.tp * c.pp))
+        if r_cap < c.r_lb:
+            return None, "cannot need fewer devices than the best so far"
+
+        def trial(r, screen=True):
+            why = ""
+            for seqs in seq_opts:
+                ok, why, s = self.run(spec, c, r, seqs, screen=screen)
+                if ok:
+                    return self.rows[-1], why
+                # a smaller batch limit can only help TPOT, and only if the batch reached it
+                if "TPOT" not in why or "TTFT" in why or s["max_running"] <= seq_opts[-1]:
+                    break
+            return None, why
+
+        def bisect(lo, hi, screen):
+            """Smallest r in [lo, hi] that meets the targets, given that hi does (to REPLICA_PRECISION)."""
+            best = None
+            while lo < hi and hi - lo > int(REPLICA_PRECISION * hi):
+                mid = (lo + hi) // 2
+                row, _ = trial(mid, screen)
+                if row is not None:
+                    best, hi = row, mid
+                else:
+                    lo = mid + 1
+            return hi, best
+
+        # screening: start at the estimate (or the cap), bracket, bisect
+        r = min(max(c.r_est, c.r_lb), r_cap)
+        row, why = trial(r)
+        if row is not None:
+            hi, _ = bisect(c.r_lb, r, True)
+        else:
+            r_hi = min(r_cap, 16 * r)
+            if r_hi == r:
+                return None, f"{why} even with {r} replicas"
+            row, why_hi = trial(r_hi)
+            if row is None:
+                return None, f"{why_hi} even nearly unloaded ({r_hi} replicas)"
+            hi, _ = bisect(r + 1, r_hi, True)
+        # confirm with the full request count, growing by 10% while it misses; what is returned met the targets
+        # in this simulation
+        while True:
+            row, why = trial(hi, screen=False)
+            if row is not None:
+                return row, ""
+            if hi >= r_cap:
+                return None, f"{why} with {hi} replicas"
+            hi = min(r_cap, max(hi + 1, math.ceil(hi * 1.1)))
+
+    def device(self, spec) -> dict:
+        m, sc = self.m, self.sc
+        node = node_for(spec)
+        cands, reasons = [], []
+        for name in sc.formats:
+            try:
+                fmt, unit = _format_name(spec, name)
+            except PlannerError as exc:
+                reasons.append(f"{name}: {exc}")
+                continue
+            if any(c.fmt.name == fmt.name for c in cands) or any(r.startswith(f"{fmt.name}:") for r in reasons):
+                continue
+            tps = [1] if sc.single_device else [t for t in TP_DEGREES if t <= node.gpus_per_node]
+            fitted = False
+            for tp in tps:
+                try:
+                    check_tp(m, tp)
+                except PlannerError:
+                    continue
+                c = self.candidate(spec, fmt, unit, tp, 1)
+                if c.reason:
+                    reasons.append(f"{fmt.name} tp{tp}: {c.reason}")
+                    if c.pool_tokens or not c.reason.startswith("does not fit"):
+                        fitted = True
+                    continue
+                fitted = True
+                cands.append(c)
+            if not fitted and not sc.single_device and node.inter_link() is not None:
+                for pp in (2, 4, 8):
+                    c = self.candidate(spec, fmt, unit, max(tps), pp)
+                    if c.reason.startswith("does not fit"):
+                        continue
+                    if c.reason:
+                        reasons.append(f"{fmt.name} tp{max(tps)} pp{pp}: {c.reason}")
+                    else:
+                        cands.append(c)
+                    break
+        if not cands:
+            return self._rejected(spec, _summarize_reasons(reasons))
+        if sc.single_device:
+            return self._single(spec, cands)
+        rank = {n: i for i, n in enumerate(PRECISION_ORDER)}
+        cands.sort(key=lambda c: (c.gpus_est, c.gpus_lb, rank.get(c.fmt.name, 99), c.tp))
+        best, fails = None, []
+        for c in cands[:MAX_SEARCHED]:
+            r_max = None
+            if best is not None:
+                # fewer devices, or as many at a higher precision
+                higher = rank.get(c.fmt.name, 99) < rank.get(best["weights"], 99)
+                limit = best["gpus"] if higher else best["gpus"] - 1
+                if limit < c.gpus_lb:
+                    continue
+                r_max = limit // (c.tp * c.pp)
+            row, why = self.search(spec, c, r_max)
+            if row is None:
+                fails.append(f"{c.fmt.name} tp{c.tp}" + (f" pp{c.pp}" if c.pp > 1 else "") + f": {why}")
+                continue
+            if best is None or row["gpus"] < best["gpus"] or (
+                    row["gpus"] == best["gpus"] and rank.get(row["weights"], 99) < rank.get(best["weights"], 99)):
+                best = row
+        if best is None:
+            return self._rejected(spec, _summarize_reasons(fails + reasons))
+        return dict(best, status="ok", reason="")
+
+    def _single(self, spec, cands: list[_Cand]) -> dict:
+        """On-device: one device, batch 1; the highest-precision format that meets both targets."""
+        rank = {n: i for i, n in enumerate(PRECISION_ORDER)}
+        cands = sorted((c for c in cands if c.tp == 1), key=lambda c: rank.get(c.fmt.name, 99))
+        fails = []
+        for c in cands:
+            ok, why, _ = self.run(spec, c, 1, 1)
+            if ok:
+                return dict(self.rows[-1], status="ok", reason="")
+            fails.append(f"{c.fmt.name}: {why}")
+        return self._rejected(spec, _summarize_reasons(fails))
+
+    def _rejected(self, spec, reason: str) -> dict:
+        price = self.prices.get(spec.id, spec.price.usd_per_hour if spec.price else None)
+        row = {k: None for k in ("weights", "unit", "tp", "pp", "replicas", "gpus", "max_num_seqs", "chunked_prefill",
+                                 "ttft_p95_ms", "tpot_p95_ms", "e2e_p95_s", "mean_running", "usd_per_hour",
+                                 "usd_per_m_output_tokens", "energy_j_per_output_token")}
+        row.update({"hardware": spec.id, "status": "rejected", "usd_per_gpu_hour": price, "reason": reason})
+        self.rows.append(dict(row))
+        return row
+
+
+def _summarize_reasons(reasons: list[str]) -> str:
+    """The most telling reasons first: a latency miss says more than 'does not fit' at a small TP degree."""
+    if not reasons:
+        return "no weight format runs on this device"
+    reasons = sorted(reasons, key=lambda r: "does not fit" in r)
+    return "; ".join(reasons[:3]) + (f" (+{len(reasons) - 3} more)" if len(reasons) > 3 else "")
+
+
+def _rank(df, objective: str):
+    ok = df["status"] == "ok"
+    df = df.copy()
+    if objective == "latency":
+        key = np.where(ok, df["tpot_p95_ms"].astype(float).fillna(np.inf), np.inf)
+        df["_k1"], df["_k2"] = np.where(ok, 0, 1), key
+    else:
+        priced = ok & df["usd_per_hour"].notna()
+        df["_k1"] = np.where(priced, 0, np.where(ok, 1, 2))
+        df["_k2"] = np.where(priced, df["usd_per_hour"].astype(float),
+                             df["energy_j_per_output_token"].astype(float).fillna(np.inf))
+    df = df.sort_values(["_k1", "_k2", "hardware"], kind="stable").drop(columns=["_k1", "_k2"])
+    df.insert(0, "rank", np.where(df["status"] == "ok", np.arange(1, len(df) + 1), 0))
+    df["rank"] = df["rank"].where(df["status"] == "ok", None)
+    return df.reset_index(drop=True)
+
+
+def plan(model, scenario: str | Scenario = "chat", qps: float | None = None, ttft_p95_ms: float | None = None,
+         tpot_p95_ms: float | None = None, hardware: list[str] | None = None, trace: str | None = None,
+         prices: dict[str, float] | None = None, n_requests: int = 1200, seed: int = 0, efficiency="auto",
+         kv_dtype: str = "fp16", recommend: bool = True) -> PlanResult:
+    """The capacity plan (module docstring). Returns a PlanResult whose .table is the ranked DataFrame."""
+    import pandas as pd
+
+    from ..architecture import load_model
+    from ..quantization import kv_dtype as norm_kv
+
+    t0 = time.perf_counter()
+    m = model if not isinstance(model, str) else load_model(model)
+    sc = scenario if isinstance(scenario, Scenario) else get_scenario(scenario)
+    sc = sc.with_overrides(qps, ttft_p95_ms, tpot_p95_ms, trace)
+    if n_requests < 50:
+        raise PlannerError(f"--requests: need at least 50 simulated requests per configuration, got {n_requests}")
+    prices = dict(prices or {})
+    for k, v in prices.items():
+        if not (isinstance(v, (int, float)) and v > 0):
+            raise PlannerError(f"--price: {k}={v!r}: must be a number of USD per device-hour > 0")
+    st = _workload_stats(sc, seed)
+    specs, skipped = candidate_devices(sc, hardware)
+    for k in prices:
+        if k not in {s.id for s in specs}:
+            raise PlannerError(f"--price: '{k}' is not among the candidate devices")
+    P = _Planner(m, sc, st, n_requests, seed, efficiency, norm_kv(kv_dtype), sc.max_num_batched_tokens)
+    P.prices = prices
+    rows = [P.device(s) for s in specs]
+    table = _rank(pd.DataFrame(rows), sc.objective)
+    notes = [f"skipped unreadable spec {s}" for s in skipped]
+    if sc.objective == "cost" and ((table["status"] == "ok") & table["usd_per_hour"].isna()).any():
+        notes.append("devices without a price are ranked after priced ones, by energy per output token ('no price')")
+    res = PlanResult(m.name, sc, table, pd.DataFrame(P.rows), [], 0.0, notes)
+    if recommend and res.best is not None:
+        from .recommend import recommendations
+
+        res.recommendations = recommendations(P, specs, res.best)
+    res.elapsed_s = time.perf_counter() - t0
+    return res

@@ -1,0 +1,315 @@
+"""Step times for the scheduler simulation, taken from the core cost model and tabulated for speed.
+
+A serving step runs T new tokens (decode tokens of running sequences plus prompt tokens or chunks) through the
+model. The core times every operator with the roofline; here its operators are split in three groups, each
+evaluated exactly the way the core does:
+
+  * token ops (embedding, norms, projections, MLP/MoE, plus the TP all-reduces): their flops and bytes depend only
+    on T, the number of tokens in the step -> a table over integer T (one vectorized core call);
+  * the LM head: depends on the number n of sequences producing logits -> a table over integer n;
+  * attention ops: per sequence, flops and bytes are linear in three features of its (new tokens, cached tokens):
+    new, cached = min(past, window), keys = sum over the new queries of the keys each attends
+    (planner.ops.causal_key_sum). Their coefficients are read off the core's operators at build time (and the
+    linearity is checked). A step's attention op is timed on the sums of these over its sequences:
+    time = count x (max(sum flops / peak, sum bytes / bandwidth) + kernel overhead), as the core times one
+    batched op.
+
+So a prefill of one prompt and a decode step of b sequences at one context equal planner.latency exactly. Decode of
+sequences with mixed contexts uses the sum of their contexts: exact for the attention terms (linear in the context),
+except on sliding-window layers where min(context, W) is applied to the mean context (an approximation).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import PlannerError
+from ..hardware import HardwareSpec, runtime_overhead_gb
+from ..memory import activation_bytes_peak
+from ..ops import ATTENTION, causal_key_sum, kv_bytes_per_token, step_ops, weight_bytes
+from ..roofline import DeviceModel, time_ops
+from ..units import GB, US
+from .parallelism import Link, kv_split, split_ops, tp_comm_time_s
+
+
+def _is_attention(op) -> bool:
+    return op.compute == ATTENTION or op.name.startswith("attn_")
+
+
+@dataclass
+class _AttnGroup:
+    window: int | None
+    # per op: (count, flops coefficients / effective peak, bytes coefficients / effective bandwidth), i.e. seconds
+    # per unit of (new, cached, keys): compute time = f0 n + f1 c + f2 k, memory time = b0 n + b1 c + b2 k
+    ops: list[tuple[int, float, float, float, float, float, float]] = field(default_factory=list)
+
+
+@dataclass
+class StepModel:
+    """Step-time tables for one (model, device, format, KV dtype, TP, PP) configuration. Times in seconds."""
+
+    model: object
+    fmt: object
+    kv_dtype: str
+    dev: DeviceModel
+    tp: int
+    pp: int
+    tp_link: Link | None
+    pp_link: Link | None
+    flash_attention: bool
+    max_tokens: int
+    token_time: list[float]       # index T: token ops + TP all-reduces + PP hand-offs
+    lm_time: list[float]          # index n: LM head for n sequences
+    groups: list[_AttnGroup]          # decode-stage attention (one new token per sequence)
+    prefill_groups: list[_AttnGroup]  # prefill-stage attention (prompt pieces)
+    kernel_overhead_s: float
+    step_overhead_s: float
+
+    # ------------------------------------------------------------ building
+
+    @classmethod
+    def build(cls, m, fmt, kv_dtype: str, dev: DeviceModel, tp: int = 1, pp: int = 1, tp_link: Link | None = None,
+              pp_link: Link | None = None, flash_attention: bool = True, max_tokens: int = 8192) -> "StepModel":
+        T = np.arange(0, max_tokens + 1, dtype=np.float64)
+        Tc = np.maximum(T, 1.0)
+        ops = split_ops(step_ops(m, fmt, kv_dtype, "decode", Tc, 1, 0, flash_attention), m, tp)
+        tok = [ot for ot in time_ops([o for o in ops if not _is_attention(o) and o.name != "lm_head"], dev)]
+        lm = [ot for ot in time_ops([o for o in ops if o.name == "lm_head"], dev)]
+        token_time = sum(ot.time_s for ot in tok) + tp_comm_time_s(m, fmt, Tc, tp, tp_link)
+        if pp > 1:
+            if pp_link is None:
+                raise PlannerError(f"--pp: {pp} stages need a network between nodes")
+            token_time = token_time + (pp - 1) * pp_link.send_time_s(Tc * m.hidden_size * 2.0)
+        lm_time = sum(ot.time_s for ot in lm)
+        token_time = np.where(T == 0, 0.0, token_time)
+        lm_time = np.where(T == 0, 0.0, lm_time)
+        groups = _attention_coefficients(m, fmt, kv_dtype, dev, tp, flash_attention, "decode")
+        pgroups = _attention_coefficients(m, fmt, kv_dtype, dev, tp, flash_attention, "prefill")
+        return cls(m, fmt, kv_dtype, dev, tp, pp, tp_link, pp_link, flash_attention, max_tokens,
+                   token_time.tolist(), lm_time.tolist(), groups, pgroups, dev.efficiency.kernel_overhead_us * US,
+                   dev.efficiency.step_overhead_ms * 1e-3)
+
+    # ------------------------------------------------------------ evaluation
+
+    def _tok(self, T: int) -> float:
+        if T <= self.max_tokens:
+            return self.token_time[T]
+        # beyond the table: token ops are linear in T once compute bound; extrapolate from the last two entries
+        a, b = self.token_time[self.max_tokens - 1], self.token_time[self.max_tokens]
+        return b + (b - a) * (T - self.max_tokens)
+
+    def _lm(self, n: int) -> float:
+        if n <= self.max_tokens:
+            return self.lm_time[n]
+        a, b = self.lm_time[self.max_tokens - 1], self.lm_time[self.max_tokens]
+        return b + (b - a) * (n - self.max_tokens)
+
+    def _attn(self, feats: list[tuple[float, float, float]], groups: list[_AttnGroup]) -> float:
+        """feats[g] = (sum new, sum cached, sum keys) for attention group g."""
+        t = 0.0
+        ovh = self.kernel_overhead_s
+        for g, (n, c, k) in zip(groups, feats):
+            if n <= 0:
+                continue
+            for count, f0, f1, f2, b0, b1, b2 in g.ops:
+                x = f0 * n + f1 * c + f2 * k
+                y = b0 * n + b1 * c + b2 * k
+                t += count * ((x if x > y else y) + ovh)
+        return t
+
+    def decode_features(self, b: int, sum_ctx: float) -> list[tuple[float, float, float]]:
+        """b sequences whose cached contexts sum to sum_ctx, one new token each."""
+        out = []
+        for g in self.groups:
+            if g.window is None:
+                out.append((b, sum_ctx, sum_ctx + b))
+            else:
+                mean = sum_ctx / b if b else 0.0
+                out.append((b, b * min(mean, g.window), b * min(mean + 1, g.window)))
+        return out
+
+    def piece_features(self, new: int, past: int) -> list[tuple[float, float, float]]:
+        out = []
+        for g in self.groups:
+            W = g.window
+            if W is None:
+                out.append((new, past, ((past + new) * (past + new + 1) - past * (past + 1)) / 2))
+            else:  # planner.ops.causal_key_sum with a window, in plain floats
+                out.append((new, min(past, W), _fwin(past + new, W) - _fwin(past, W)))
+        return out
+
+    def step_time(self, tokens: int, logits: int, decode_feats=None, prefill_feats=None) -> float:
+        """One step of `tokens` new tokens, `logits` sequences sampling, attention features summed per group
+        (decode sequences and prompt pieces run as separate attention kernels)."""
+        t = self.step_overhead_s + self._tok(tokens) + self._lm(logits)
+        if decode_feats is not None:
+            t += self._attn(decode_feats, self.groups)
+        if prefill_feats is not None:
+            t += self._attn(prefill_feats, self.prefill_groups)
+        return t
+
+    def decode_time(self, b: int, sum_ctx: float) -> float:
+        return self.step_time(b, b, self.decode_features(b, sum_ctx))
+
+    def prefill_features(self, prompts: list[int], pasts: list[int]) -> list[tuple[float, float, float]]:
+        feats = [[0.0, 0.0, 0.0] for _ in self.groups]
+        for n, p in zip(prompts, pasts):
+            for acc, f in zip(feats, self.piece_features(n, p)):
+                acc[0] += f[0]
+                acc[1] += f[1]
+                acc[2] += f[2]
+        return [tuple(f) for f in feats]
+
+    def prefill_time(self, prompts: list[int], pasts: list[int] | None = None, logits: int | None = None) -> float:
+        """A step of prompt pieces (new tokens each, after `past` cached ones); all sample unless `logits`."""
+        pasts = pasts or [0] * len(prompts)
+        return self.step_time(sum(prompts), len(prompts) if logits is None else logits, None,
+                              self.prefill_features(prompts, pasts))
+
+    def decode_run_time(self, b: int, sum_ctx: float, k: int) -> float:
+        """Total time of k consecutive decode steps of the same b sequences (each context grows by 1 per step).
+
+        Step j's attention features grow linearly in j, so each op's time is max of two linear functions of j;
+        the sum over j = 0..k-1 is taken in closed form (exact, no sampling).
+        """
+        if k <= 0 or b <= 0:
+            return 0.0
+        ovh = self.kernel_overhead_s
+        t = k * (self.step_overhead_s + self._tok(b) + self._lm(b))
+        for idx, g in enumerate(self.groups):
+            if g.window is not None:
+                t += self._window_run(idx, b, sum_ctx, k)
+                continue
+            c0, k0 = sum_ctx, sum_ctx + b
+            for count, f0, f1, f2, b0, b1, b2 in g.ops:
+                t += count * (_sum_max_linear(f0 * b + f1 * c0 + f2 * k0, (f1 + f2) * b,
+                                              b0 * b + b1 * c0 + b2 * k0, (b1 + b2) * b, k) + k * ovh)
+        return t
+
+    def _window_run(self, idx: int, b: int, sum_ctx: float, k: int) -> float:
+        """Sliding-window layers over a run of k steps: the per-step time is piecewise linear in the step, bending
+        where the mean context reaches the window; trapezoid rule on each side of the bend (exact on linear pieces)."""
+        g = self.groups[idx]
+
+        def at(j):
+            return self._attn([self.decode_features(b, sum_ctx + b * j)[idx]], [g])
+
+        kink = g.window - 1 - sum_ctx / b  # step where min(mean + 1, W) saturates
+        pieces = [(0, k - 1)]
+        if 0 < kink < k - 1:
+            pieces = [(0, math.floor(kink)), (math.floor(kink) + 1, k - 1)]
+        # sum over integer j in [lo, hi] of a linear function = (hi - lo + 1) (f(lo) + f(hi)) / 2
+        return sum((hi - lo + 1) * (at(lo) + at(hi)) / 2 for lo, hi in pieces if hi >= lo)
+
+    # ------------------------------------------------------------ capacity
+
+    def tp_pp_gpus(self) -> int:
+        return self.tp * self.pp
+
+
+def _fwin(x: float, W: int) -> float:
+    """sum_{n=1}^{x} min(n, W) (planner.ops.causal_key_sum)."""
+    xc = x if x < W else W
+    return xc * (xc + 1) / 2 + W * (x - W if x > W else 0)
+
+
+def _sum_max_linear(x0: float, dx: float, y0: float, dy: float, k: int) -> float:
+    """sum_{j=0}^{k-1} max(x0 + dx j, y0 + dy j) in closed form."""
+    # max(x, y) = y + max(x - y, 0); d_j = d0 + s j
+    d0, s = x0 - y0, dx - dy
+    total_y = k * y0 + dy * k * (k - 1) / 2
+    if s == 0:
+        return total_y + k * max(d0, 0.0)
+    # indices where d_j > 0
+    root = -d0 / s
+    if s > 0:
+        lo = max(0, math.floor(root) + 1)
+        hi = k - 1
+    else:
+        lo = 0
+        hi = min(k - 1, math.ceil(root) - 1)
+    if hi < lo:
+        return total_y
+    n = hi - lo + 1
+    return total_y + n * d0 + s * (lo + hi) * n / 2
+
+
+def _attention_coefficients(m, fmt, kv_dtype, dev: DeviceModel, tp: int, flash: bool, stage: str) -> list[_AttnGroup]:
+    """Read per-sequence attention costs off the core's operators as linear functions of (new, cached, keys).
+
+    Decode has one new token (keys = cached + 1 on global layers: the features are collinear and the least-squares
+    fit takes the minimum-norm coefficients, which are exact on every point that satisfies the same relation)."""
+    windows = [None] if not m.sliding_window else [None, m.sliding_window]
+    W = m.sliding_window or 0
+    pasts = np.array([0, 100, 0, 300, 5000, 70000, 2 * W + 5, W // 2 + 1, 0, W, W + 1, 3], dtype=np.float64)
+    if stage == "decode":
+        news = np.ones_like(pasts)
+    else:
+        news = np.array([1, 1, 7, 50, 1000, 3, 1, 129, 4096, 2, 5, 1], dtype=np.float64)
+    ops = split_ops(step_ops(m, fmt, kv_dtype, stage, 1, news, pasts, flash), m, tp)
+    attn = [o for o in ops if _is_attention(o)]
+    groups = []
+    for w in windows:
+        suffix = "" if w is None else "_local"
+        g = _AttnGroup(window=w)
+        cached = pasts if w is None else np.minimum(pasts, w)
+        X = np.stack([news, cached, causal_key_sum(pasts, news, w)], axis=1)
+        for op in attn:
+            if not (op.name.endswith("_local") == (w is not None)) or not op.name.endswith(suffix):
+                continue
+            fl = np.broadcast_to(np.asarray(op.flops, dtype=np.float64), news.shape)
+            by = np.broadcast_to(np.asarray(op.bytes, dtype=np.float64), news.shape)
+            cf = np.linalg.lstsq(X, fl, rcond=None)[0]
+            cb = np.linalg.lstsq(X, by, rcond=None)[0]
+            for coef, y in ((cf, fl), (cb, by)):
+                err = np.max(np.abs(X @ coef - y) / np.maximum(np.abs(y), 1.0))
+                if err > 1e-6:
+                    raise PlannerError(f"internal: attention op {op.name} is not linear in (new, cached, keys) "
+                                       f"(relative residual {err:.2e}); the serving step model needs updating")
+            cf = [float(v) if abs(v) > 1e-9 * max(1.0, float(np.max(np.abs(cf)))) else 0.0 for v in cf]
+            cb = [float(v) if abs(v) > 1e-9 * max(1.0, float(np.max(np.abs(cb)))) else 0.0 for v in cb]
+            peak, bw = dev.eff_peak_flops[op.compute], dev.eff_bandwidth_bytes_s
+            g.ops.append((op.count, *(v / peak for v in cf), *(v / bw for v in cb)))
+        groups.append(g)
+    return groups
+
+
+# ---------------------------------------------------------------- memory of a replica
+
+
+@dataclass(frozen=True)
+class ReplicaMemory:
+    """KV pool of one engine (a TP group, or one of the p virtual engines of a PP replica)."""
+
+    fits: bool
+    verdict: str
+    weights_gb_per_gpu: float
+    kv_pool_tokens: int          # tokens of KV (all layers) the engine can hold
+    kv_bytes_per_token: float    # whole model, before the TP split
+    capacity_gb_per_gpu: float
+
+
+def replica_memory(m, fmt, kv_dtype: str, spec: HardwareSpec, tp: int = 1, pp: int = 1, max_tokens: int = 8192,
+                   flash_attention: bool = True, gpu_memory_utilization: float = 0.9) -> ReplicaMemory:
+    """Per GPU: weights / (t p) + runtime overhead + peak activations of a max_tokens prefill / t, against
+    gpu_memory_utilization x usable capacity (vLLM's default 0.9); the rest holds KV. A token's KV (all layers)
+    takes kv_bytes_per_token x (t / kv_split) / (t p) per GPU, spread over the t p GPUs of the replica.
+    """
+    cap = spec.usable_capacity_gb * GB * gpu_memory_utilization
+    w = weight_bytes(m, fmt) / (tp * pp)
+    act = float(activation_bytes_peak(m, fmt, 1, max_tokens, 0, flash_attention)) / tp
+    ovh = runtime_overhead_gb(spec) * GB
+    free = cap - w - act - ovh
+    per_tok_total = kv_bytes_per_token(m, kv_dtype)
+    per_tok_gpu = per_tok_total / kv_split(m, tp) / pp
+    tokens = int(free // per_tok_gpu) if free > 0 else 0
+    need = (w + act + ovh) / GB
+    if free <= 0:
+        verdict = (f"does not fit: needs {need:.1f} GB per device before any KV cache, of {cap / GB:.1f} GB "
+                   f"({gpu_memory_utilization:g} x usable)")
+    else:
+        verdict = f"fits: {need:.1f} GB per device + KV pool of {tokens:,} tokens"
+    return ReplicaMemory(free > 0, verdict, w / GB, tokens, per_tok_total, cap / GB)

@@ -1,0 +1,103 @@
+"""The continuous-batching simulation: low-load latency = service time, M/D/1 queueing (Pollaczek-Khinchine),
+saturation at the predicted maximum throughput, KV admission, chunked prefill."""
+
+import numpy as np
+import pytest
+
+from planner import estimate
+from planner.architecture import load_model
+from planner.hardware import load_hardware
+from planner.serving import EngineLimits, Requests, make_config, make_workload, run_engine, simulate, summarize
+from planner.serving.engine import build_engine
+
+MODEL, HW = "llama-3.1-8b", "h100-sxm"
+P, O = 512, 64
+
+
+def _engine(max_num_seqs=1, chunked=False, budget=8192):
+    cfg = make_config(hardware=HW, weights="bf16", max_num_seqs=max_num_seqs, chunked_prefill=chunked,
+                      max_num_batched_tokens=budget)
+    return build_engine(load_model(MODEL), load_hardware(HW), cfg)
+
+
+def _poisson(qps, n, seed=0, prompt=P, output=O):
+    gaps = np.random.default_rng(seed).exponential(1 / qps, n)
+    return Requests(np.cumsum(gaps), np.full(n, prompt), np.full(n, output))
+
+
+def _service_time_s():
+    # one request alone: prefill + (O - 1) decode steps, from the public estimate
+    e = estimate(MODEL, HW, "bf16", batch=1, prompt=P, output=O)
+    return e.end_to_end.latency_s, e.end_to_end.ttft_ms
+
+
+def test_low_load_latency_is_service_time():
+    D, ttft_ms = _service_time_s()
+    eng = _engine(max_num_seqs=8)
+    s = summarize(run_engine(eng.step_model, _poisson(0.01, 300), eng.limits))
+    assert s["ttft_ms"]["p50"] == pytest.approx(ttft_ms, rel=1e-9)  # no queueing: TTFT is the prefill
+    assert s["e2e_s"]["p50"] == pytest.approx(D, rel=1e-4)  # core integrates decode with 32 samples; ours is exact
+    assert s["queue_ms"]["p99"] == 0
+
+
+@pytest.mark.parametrize("rho", [0.3, 0.5])
+def test_md1_mean_wait_pollaczek_khinchine(rho):
+    # one sequence at a time: a single server with deterministic service D = the request's latency alone;
+    # Poisson arrivals -> M/D/1, mean wait in queue W = rho D / (2 (1 - rho))  (Pollaczek-Khinchine)
+    D, _ = _service_time_s()
+    eng = _engine(max_num_seqs=1)
+    tr = run_engine(eng.step_model, _poisson(rho / D, 40_000, seed=7), eng.limits)
+    s = summarize(tr)
+    assert s["queue_ms"]["mean"] / 1e3 == pytest.approx(rho * D / (2 * (1 - rho)), rel=0.08)
+    assert s["e2e_s"]["mean"] == pytest.approx(D + rho * D / (2 * (1 - rho)), rel=0.03)
+
+
+def test_saturates_at_predicted_throughput():
+    # offered 1.5x capacity: completions come at 1/D per second (one at a time, D each)
+    D, _ = _service_time_s()
+    eng = _engine(max_num_seqs=1)
+    s = summarize(run_engine(eng.step_model, _poisson(1.5 / D, 3000, seed=1), eng.limits))
+    assert s["requests_per_s"] == pytest.approx(1 / D, rel=0.01)
+    assert s["busy_fraction"] == pytest.approx(1.0, abs=0.01)
+
+
+def test_batched_saturation_matches_step_model():
+    # a batch of B identical requests admitted together (all arrive at t=0): one prefill of B prompts, then O-1
+    # decode steps at batch B; throughput = B / (prefill(B) + sum of decode steps) from the core estimate
+    B = 16
+    e = estimate(MODEL, HW, "bf16", batch=B, prompt=P, output=O)
+    eng = _engine(max_num_seqs=B)
+    reqs = Requests(np.zeros(B), np.full(B, P), np.full(B, O))
+    s = summarize(run_engine(eng.step_model, reqs, eng.limits), warmup_fraction=0)
+    assert s["e2e_s"]["p50"] == pytest.approx(e.end_to_end.latency_s, rel=1e-4)
+    assert s["max_running"] == B
+
+
+def test_kv_pool_limits_concurrency_and_rejects_oversize():
+    eng = _engine(max_num_seqs=256)
+    lim = EngineLimits(kv_pool_tokens=2 * (P + O) + 10, max_num_seqs=256, block_size=16)
+    reqs = Requests(np.zeros(6), np.array([P] * 5 + [5000]), np.array([O] * 6))
+    tr = run_engine(eng.step_model, reqs, lim)
+    assert tr.max_running <= 2  # two sequences of 576 tokens (36 blocks each) fit in 1162 tokens (72 blocks)
+    assert np.isnan(tr.finish_s[-1]) and np.isfinite(tr.finish_s[:-1]).all()  # longer than the pool: rejected
+
+
+def test_chunked_prefill_ttft_is_sum_of_chunks():
+    eng = _engine(max_num_seqs=8, chunked=True, budget=256)
+    sm = eng.step_model
+    reqs = Requests(np.array([0.0]), np.array([1000]), np.array([10]))
+    tr = run_engine(sm, reqs, eng.limits)
+    # chunks of 256, 256, 256, 232 after 0, 256, 512, 768 cached tokens; only the last samples a token
+    expect = sum(sm.prefill_time([n], [p], logits=int(p + n == 1000)) for n, p in
+                 ((256, 0), (256, 256), (256, 512), (232, 768)))
+    assert tr.first_s[0] == pytest.approx(expect, rel=1e-12)
+
+
+def test_simulate_api_and_replicas_split_traffic():
+    w = make_workload(20, {"kind": "fixed", "mean": P}, {"kind": "fixed", "mean": O})
+    one = simulate(MODEL, {"hardware": HW, "weights": "bf16"}, w, 2000)
+    four = simulate(MODEL, {"hardware": HW, "weights": "bf16", "replicas": 4}, w, 2000)
+    assert one.totals["requests_per_s"] == pytest.approx(20, rel=0.05)
+    assert four.totals["requests_per_s"] == pytest.approx(20, rel=0.05)  # 4 engines x 5 req/s
+    assert four.summary["mean_running"] < one.summary["mean_running"]
+    assert four.to_dict()["deployment"]["gpus"] == 4
