@@ -215,7 +215,7 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         prof = load_runtime(runtime)
         if unit is None:
             unit = prof.default_unit(spec)
-    u = select_unit(spec, fmt, unit)
+    u = select_unit(spec, fmt, unit, prompt, output)
     eff = resolve_efficiency(spec, u, efficiency, prof)
     dev: DeviceModel = device_model(spec, u, fmt, eff)
     warnings: list[str] = []

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import PlannerError
-from .hardware import ComputeUnit, Efficiency, HardwareSpec
+from .hardware import ComputeUnit, Efficiency, HardwareSpec, default_efficiency
 from .ops import ATTENTION, MATMUL, VECTOR, OpCost
 from .quantization import WeightFormat
 from .units import GB, TERA, US
@@ -44,8 +44,28 @@ def unit_supports(unit: ComputeUnit, fmt: WeightFormat) -> bool:
     return pick_dtype(unit, fmt.compute_dtypes) is not None
 
 
-def select_unit(spec: HardwareSpec, fmt: WeightFormat, name: str | None = None) -> ComputeUnit:
-    """The named unit, or the fastest unit (peak at the format's compute dtype) that runs the format."""
+def unit_request_proxy_s(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, prompt=512, output=128):
+    """Seconds per model parameter of one request on this unit, at its kind-default efficiency:
+
+        2 x prompt / (peak x compute_fraction) + output x bytes_per_weight / (bandwidth x bandwidth_fraction)
+
+    prefill is compute bound (2 FLOP per parameter per token), decode reads every weight once per token. Lower is
+    faster; `prompt`/`output` may be arrays."""
+    eff = default_efficiency(spec, unit)
+    peak = unit.peak_tflops[pick_dtype(unit, fmt.compute_dtypes)] * TERA * eff.compute_fraction
+    bw = min(spec.memory.bandwidth_gbs, unit.bandwidth_gbs or spec.memory.bandwidth_gbs) * GB * eff.bandwidth_fraction
+    return 2.0 * np.asarray(prompt, dtype=np.float64) / peak + np.asarray(output, dtype=np.float64) * fmt.bytes_per_weight / bw
+
+
+def capable_units(spec: HardwareSpec, fmt: WeightFormat) -> list[ComputeUnit]:
+    return [u for u in spec.units if unit_supports(u, fmt)]
+
+
+def select_unit(spec: HardwareSpec, fmt: WeightFormat, name: str | None = None, prompt=512,
+                output=128) -> ComputeUnit:
+    """The named unit, or the fastest unit that runs the format for a request of `prompt` + `output` tokens
+    (lowest `unit_request_proxy_s`): an NPU wins prompt-heavy work on its int8 peak, the unit with the most
+    achievable bandwidth wins generation-heavy work."""
     if name is not None:
         unit = spec.unit(name)
         if not unit_supports(unit, fmt):
@@ -53,10 +73,10 @@ def select_unit(spec: HardwareSpec, fmt: WeightFormat, name: str | None = None) 
             raise PlannerError(f"--unit: {spec.id} unit '{name}' does not run format {fmt.name}; units that do: "
                                f"{', '.join(allowed) or 'none'}")
         return unit
-    able = [u for u in spec.units if unit_supports(u, fmt)]
+    able = capable_units(spec, fmt)
     if not able:
         raise PlannerError(f"--weights: no compute unit of {spec.id} runs format {fmt.name}")
-    return max(able, key=lambda u: u.peak_tflops[pick_dtype(u, fmt.compute_dtypes)])
+    return min(able, key=lambda u: float(unit_request_proxy_s(spec, u, fmt, prompt, output)))
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from .latency import decode_step_time_s, decode_sum_s, prefill_time_s
 from .memory import activation_bytes_peak
 from .ops import ATTENTION, MATMUL, VECTOR, kv_bytes_per_sequence, weight_bytes
 from .quantization import kv_dtype as norm_kv, weight_format
-from .roofline import device_model, select_unit
+from .roofline import capable_units, device_model, unit_request_proxy_s
 from .units import GB
 
 
@@ -73,21 +73,31 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
     B, P, O = grid[:, 0], grid[:, 1], grid[:, 2]
     frames = []
     for m, fmt in itertools.product(archs, fmts):
-        devs, keep = [], []
+        # every (device, capable unit) pair is timed; each device then keeps, per configuration, the unit that
+        # select_unit picks for that prompt/output (the lowest unit_request_proxy_s), as estimate() does
+        devs, keep, pick = [], [], []
         for spec in specs:
-            try:
-                u = select_unit(spec, fmt)
-            except PlannerError:
+            units = capable_units(spec, fmt)
+            if not units:
                 continue  # this device cannot run this format: no rows
-            devs.append(device_model(spec, u, fmt, resolve_efficiency(spec, u, efficiency)))
+            first = len(devs)
+            devs += [device_model(spec, u, fmt, resolve_efficiency(spec, u, efficiency)) for u in units]
+            proxy = np.stack([unit_request_proxy_s(spec, u, fmt, P, O) for u in units])
+            pick.append(first + np.argmin(proxy, axis=0))
             keep.append(spec)
         if not devs:
             continue
         sd = _stack(devs)
-        H = len(devs)
-        ttft = prefill_time_s(m, fmt, kvd, sd, B, P, 0, flash_attention).reshape(H, -1)
-        dsum = decode_sum_s(m, fmt, kvd, sd, B, P, O, flash_attention).reshape(H, -1)
-        d_first = decode_step_time_s(m, fmt, kvd, sd, B, P, flash_attention).reshape(H, -1)
+        D = len(devs)
+        H = len(keep)
+        cols = np.arange(grid.shape[0])
+        rows = np.stack(pick)  # (H, N) index into devs
+
+        def chosen(x):
+            return x.reshape(D, -1)[rows, cols]
+        ttft = chosen(prefill_time_s(m, fmt, kvd, sd, B, P, 0, flash_attention))
+        dsum = chosen(decode_sum_s(m, fmt, kvd, sd, B, P, O, flash_attention))
+        d_first = chosen(decode_step_time_s(m, fmt, kvd, sd, B, P, flash_attention))
         tpot = np.where(O > 1, dsum / np.maximum(O - 1, 1), d_first)
         need = (weight_bytes(m, fmt) + B * kv_bytes_per_sequence(m, kvd, P + O)
                 + activation_bytes_peak(m, fmt, B, P, 0, flash_attention))
@@ -98,7 +108,7 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
         n = grid.shape[0]
         frames.append(pd.DataFrame({
             "model": np.repeat(m.name, H * n), "hardware": np.repeat([s.id for s in keep], n),
-            "unit": np.repeat([d.unit for d in devs], n), "weights": fmt.name, "kv_dtype": kvd,
+            "unit": np.array([d.unit for d in devs])[rows].ravel(), "weights": fmt.name, "kv_dtype": kvd,
             "batch": np.tile(B, H).astype(int), "prompt": np.tile(P, H).astype(int), "output": np.tile(O, H).astype(int),
             "fits": fits.ravel(), "total_gb": (total / GB).ravel(), "capacity_gb": np.repeat(cap[:, 0] / GB, n),
             "ttft_ms": np.where(fits, ttft * 1e3, np.nan).ravel(),

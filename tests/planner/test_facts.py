@@ -152,3 +152,21 @@ def test_soc_unit_selection_npu_prefill_and_bandwidth_bound_decode():
     g = estimate("llama-3.1-8b", "snapdragon-8-gen3", "fp16", prompt=128, output=16)
     assert g.roofline.unit == "gpu"
     assert estimate("llama-3.1-8b", "snapdragon-8-gen3", "int4-g128", unit="cpu").roofline.unit == "cpu"
+
+
+def test_default_unit_is_the_fastest_for_the_request():
+    # Per parameter: 2 x prompt / (peak x compute_fraction) + output x bytes/weight / (bandwidth x bw_fraction),
+    # kind defaults gpu (0.7, 0.8), npu (0.4, 0.6). M2 Max fp16, 512 + 128 tokens: GPU 13.6 TFLOP/s vs ANE 15.8:
+    #   GPU 1024 / 9.52e12 + 256 / 320e9 = 0.91 ns;  ANE 1024 / 6.32e12 + 256 / 240e9 = 1.23 ns  -> GPU
+    from planner.hardware import load_hardware
+    from planner.roofline import select_unit, unit_request_proxy_s
+
+    spec, f = load_hardware("apple-m2-max"), weight_format("fp16")
+    gpu, ane = spec.unit("gpu"), spec.unit("ane")
+    assert unit_request_proxy_s(spec, gpu, f, 512, 128) == pytest.approx(
+        2 * 512 / (gpu.peak_tflops["fp16"] * 1e12 * 0.7) + 128 * 2 / (400e9 * 0.8))
+    assert select_unit(spec, f, None, 512, 128).name == "gpu"
+    # a phone: the NPU's int8 peak wins a long prompt, the GPU's higher achievable bandwidth a long generation
+    phone, i4 = load_hardware("snapdragon-8-gen3"), weight_format("int4-g128")
+    assert select_unit(phone, i4, None, 4096, 16).name == "hexagon"
+    assert select_unit(phone, i4, None, 16, 1024).name == "gpu"
