@@ -519,6 +519,58 @@ def render_validation(ctx: Context) -> None:
         st.dataframe(cal, hide_index=True)
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def cached_serving_plan(model_ref, hw_ids: tuple, scenario, qps, ttft, tpot):
+    return ud.serving_plan(ud.resolve_model(model_ref), list(hw_ids), scenario, qps, ttft, tpot)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def cached_batching(model_ref, hw_ref, weights, kv, prompt, output, eff):
+    return ud.batching_tradeoff(ud.resolve_model(model_ref), ud.resolve_hardware(hw_ref), weights, kv, prompt, output,
+                                eff)
+
+
+def render_serving(ctx: Context) -> None:
+    from planner.serving import SCENARIOS
+
+    inp = ctx.inputs
+    names = list(SCENARIOS)
+    c = st.columns(4)
+    scenario = c[0].selectbox("Scenario", names, key="serving_scenario",
+                              format_func=lambda n: f"{n}: {SCENARIOS[n].description}")
+    sc = SCENARIOS[scenario]
+    qps = c[1].number_input("Requests/s", min_value=0.001, max_value=10_000.0, value=float(sc.workload.qps),
+                            key=f"serving_qps_{scenario}")
+    ttft = c[2].number_input("TTFT p95 target (ms)", min_value=1.0, value=float(sc.ttft_p95_ms),
+                             key=f"serving_ttft_{scenario}")
+    tpot = c[3].number_input("TPOT p95 target (ms)", min_value=0.1, value=float(sc.tpot_p95_ms),
+                             key=f"serving_tpot_{scenario}")
+    hw_ids = tuple(r[1] for r in ctx.refs if r[0] == "catalog")
+    if not hw_ids:
+        st.info("The capacity plan runs on catalog devices: pick one in the sidebar.")
+        return
+    table, rejected, recs, workload = cached_serving_plan(inp.model_ref, hw_ids, scenario, qps, ttft, tpot)
+    st.markdown(f"**Capacity plan** for {inp.model_name}: {workload}; targets TTFT p95 ≤ {ttft:g} ms, "
+                f"TPOT p95 ≤ {tpot:g} ms. Each configuration below met them in its own continuous-batching "
+                f"simulation (`planner plan`).")
+    if table.empty:
+        st.warning("No selected device meets the targets at this rate.")
+    else:
+        st.dataframe(table.round(3), hide_index=True)
+    if not rejected.empty:
+        st.markdown("**Rejected**")
+        st.dataframe(rejected, hide_index=True)
+    if recs:
+        st.markdown("**Recommendations** (each computed by comparing alternatives with the model)")
+        st.markdown("\n".join(f"- {r}" for r in recs))
+    st.markdown("**Latency / throughput trade-off** (static batches of the sidebar's prompt and output)")
+    for ref in ctx.refs:
+        with guarded(f"batching {ref[1]}"):
+            df = cached_batching(inp.model_ref, ref, inp.weights, inp.kv, inp.prompt, inp.output, inp.eff)
+            st.caption(ref[1])
+            st.dataframe(df.round(3), hide_index=True)
+
+
 @st.cache_data(show_spinner=False)
 def cached_accuracy():
     return ud.accuracy_results()
@@ -560,7 +612,7 @@ def render_export(ctx: Context) -> None:
 TABS: list[tuple[str, Callable[[Context], None]]] = [
     ("Memory", render_memory), ("Batching", render_batching), ("Context length", render_context),
     ("Roofline", render_roofline), ("Quantization", render_quantization), ("Validation", render_validation),
-    ("Accuracy", render_accuracy), ("Export", render_export),
+    ("Serving", render_serving), ("Accuracy", render_accuracy), ("Export", render_export),
 ]
 
 

@@ -382,3 +382,33 @@ def calibration_files(folder: str | Path | None = None):
 def export_json(estimates: list[Estimate], inputs: dict) -> str:
     """The current sizing as JSON: the inputs and one full Estimate per device."""
     return json.dumps({"inputs": inputs, "estimates": [e.model_dump() for e in estimates]}, indent=2)
+
+
+# ---------------------------------------------------------------- serving (planner.serving)
+
+
+def serving_plan(m: ModelArch, hardware: list[str], scenario: str, qps: float, ttft_p95_ms: float,
+                 tpot_p95_ms: float, n_requests: int = 600):
+    """The capacity plan for the chosen catalog devices: (ranked table, rejected rows, recommendations, workload
+    description). Thin wrapper over planner.serving.plan with the table columns the page shows."""
+    from .serving import plan
+
+    res = plan(m, scenario, qps=qps, ttft_p95_ms=ttft_p95_ms, tpot_p95_ms=tpot_p95_ms, hardware=hardware,
+               n_requests=n_requests)
+    t = res.table
+    ok = t[t["status"] == "ok"]
+    cols = {"rank": "rank", "hardware": "hardware", "weights": "weights", "tp": "TP", "pp": "PP",
+            "replicas": "replicas", "gpus": "devices", "ttft_p95_ms": "TTFT p95 (ms)", "tpot_p95_ms": "TPOT p95 (ms)",
+            "usd_per_hour": "$/h", "usd_per_m_output_tokens": "$/M output tokens",
+            "energy_j_per_output_token": "J/output token"}
+    table = ok[list(cols)].rename(columns=cols)
+    rejected = t[t["status"] != "ok"][["hardware", "reason"]]
+    return table, rejected, [r["recommendation"] for r in res.recommendations], res.scenario.workload.describe()
+
+
+def batching_tradeoff(m: ModelArch, spec: HardwareSpec, weights: str, kv: str, prompt: int, output: int,
+                      efficiency: str = "auto"):
+    """'batch 1, 8, 32, 64: latency per step, requests/s' for one device (planner.serving.batching_table)."""
+    from .serving import batching_table
+
+    return batching_table(m, spec, (1, 8, 32, 64, 128, 256), prompt, output, weights, kv, efficiency)
