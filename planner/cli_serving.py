@@ -241,6 +241,11 @@ def cmd_speculative(args) -> int:
     r0 = rows[0]
     print(f"{r0['target']} with draft {r0['draft']} on {r0['hardware']} ({r0['weights']}), context {args.context}, "
           f"batch {args.batch}, acceptance {args.acceptance:g}")
+    if not r0["fits"]:
+        print(f"{r0['verdict'].upper()[:12]}{r0['verdict'][12:]} (try a smaller format, e.g. --weights fp8 or "
+              f"int4-g128, or a larger device)")
+        return 0
+    print(r0["verdict"])
     print(f"target step {r0['target_step_ms']:.2f} ms, draft step {r0['draft_step_ms']:.2f} ms "
           f"(cost ratio {r0['cost_ratio']:.3f})")
     out = [{"gamma": r["gamma"], "E[tokens]/step": f"{r['expected_tokens_per_step']:.3f}",

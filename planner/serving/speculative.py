@@ -71,6 +71,15 @@ def speculative(target, draft, hardware, gamma: int = 4, alpha: float = 0.7, wei
     kvd = norm_kv(kv_dtype)
     u = select_unit(spec, fmt)
     dev = device_model(spec, u, fmt, resolve_efficiency(spec, u, efficiency))
+    # both models live on the device: weights + KV of the context for each, plus the runtime overhead
+    from ..hardware import runtime_overhead_gb
+    from ..ops import kv_bytes_per_sequence
+    need = (weight_bytes(tm, fmt) + weight_bytes(dm, fmt) + runtime_overhead_gb(spec) * 1e9
+            + batch * float(kv_bytes_per_sequence(tm, kvd, context + gamma + 1) + kv_bytes_per_sequence(dm, kvd, context + gamma + 1)))
+    cap = spec.usable_capacity_gb * 1e9
+    fits = need <= cap
+    verdict = (f"{'fits' if fits else 'does not fit'}: target + draft weights and KV need {need / 1e9:.2f} GB of "
+               f"{cap / 1e9:.2f} GB usable")
     t_target = float(decode_step_time_s(tm, fmt, kvd, dev, batch, context))
     t_draft = float(decode_step_time_s(dm, fmt, kvd, dev, batch, context))
     t_verify = float(prefill_time_s(tm, fmt, kvd, dev, batch, gamma + 1, context))
@@ -98,6 +107,7 @@ def speculative(target, draft, hardware, gamma: int = 4, alpha: float = 0.7, wei
         "leviathan_speedup": leviathan_speedup(alpha, gamma, t_draft / t_target),
         "breakeven_alpha": breakeven,
         "extra_weights_gb": weight_bytes(dm, fmt) / 1e9,
+        "fits": fits, "memory_gb": need / 1e9, "capacity_gb": cap / 1e9, "verdict": verdict,
     }
 
 

@@ -108,3 +108,13 @@ def test_speculative_breakeven_is_where_speedup_is_one():
 def test_speculative_needs_same_vocabulary():
     with pytest.raises(PlannerError, match="tokenizer"):
         speculative("llama-3.1-70b", "qwen2.5-7b", "h100-sxm")
+
+
+def test_speculative_reports_a_memory_verdict():
+    # Llama-3.1-70B (70.55B) + Llama-3.1-8B (8.03B) in fp16 = 2 x 78.6e9 B = 157 GB of weights alone > 80 GB (H100)
+    from planner.serving import speculative
+
+    r = speculative("llama-3.1-70b", "llama-3.1-8b", "h100-sxm", 4, 0.7, "fp16")
+    assert not r["fits"] and r["verdict"].startswith("does not fit") and r["memory_gb"] > 157
+    ok = speculative("llama-3.1-70b", "llama-3.1-8b", "h200-sxm", 4, 0.7, "fp8")
+    assert ok["fits"] and ok["memory_gb"] < 141
