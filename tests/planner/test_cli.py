@@ -75,6 +75,7 @@ BAD = [
     (["estimate", "-m", "llama-2-7b", "-H", "a100-40gb-sxm", "--engine", "tgi"], "--engine"),
     (["estimate", "-m", "llama-2-7b", "-H", "snapdragon-8-gen3", "--unit", "dsp"], "--unit"),
     (["sweep", "--models", "llama-2-7b", "--hardware", "l4", "--out", "x.xlsx"], "--out"),
+    (["sweep", "--models", "llama-2-7b", "--hardware", "l4", "--out", "/proc/no-such-dir/x.csv"], "/proc/no-such-dir"),
 ]
 
 
