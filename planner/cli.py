@@ -231,11 +231,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .errors import PlannerError
+    from .errors import DoesNotFit, PlannerError
 
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except DoesNotFit as exc:  # a verdict, not an error
+        print(str(exc))
+        return 0
     except PlannerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -9,6 +9,11 @@ class PlannerError(ValueError):
     """Bad input: an unknown id, a malformed file, an impossible value. The message is one line."""
 
 
+class DoesNotFit(PlannerError):
+    """A configuration that does not fit in memory: a verdict to report ("does not fit: needs X GB of Y GB"),
+    not a failure of the program."""
+
+
 def unknown_id(kind: str, name: str, known: list[str], listing: str | None = None) -> PlannerError:
     """'unknown hardware 'h10': did you mean h100-sxm, h100-pcie? (see `planner hardware list`)'."""
     close = difflib.get_close_matches(name, known, n=4, cutoff=0.4)

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import PlannerError, pydantic_one_line
+from ..errors import DoesNotFit, PlannerError, pydantic_one_line
 from .parallelism import check_tp, node_for
 from .simulator import EngineLimits, EngineTrace, run_engine, summarize
 from .step_model import ReplicaMemory, StepModel, replica_memory
@@ -87,7 +87,7 @@ def build_engine(m, spec, cfg: ServingConfig, efficiency="auto", max_prompt: int
     mem = replica_memory(m, fmt, kvd, spec, cfg.tp, cfg.pp, cfg.max_num_batched_tokens, cfg.flash_attention,
                          cfg.gpu_memory_utilization)
     if not mem.fits:
-        raise PlannerError(f"{m.name} {fmt.name} on {cfg.tp * cfg.pp} x {spec.id}: {mem.verdict}")
+        raise DoesNotFit(f"{m.name} {fmt.name} on {cfg.tp * cfg.pp} x {spec.id}: {mem.verdict}")
     max_tokens = max(cfg.max_num_batched_tokens, max_prompt, cfg.max_num_seqs)
     sm = StepModel.build(m, fmt, kvd, dev, cfg.tp, cfg.pp, node.intra_link() if cfg.tp > 1 else None,
                          node.inter_link() if cfg.pp > 1 else None, cfg.flash_attention, max_tokens)
