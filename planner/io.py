@@ -11,6 +11,8 @@ import yaml
 
 from .errors import PlannerError
 
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 def read_yaml(path: str | Path) -> dict:
     """yaml.safe_load a mapping; a missing or malformed file is a one-line PlannerError."""
@@ -20,7 +22,7 @@ def read_yaml(path: str | Path) -> dict:
     except OSError as exc:
         raise PlannerError(f"cannot read {p}: {exc.strerror or exc}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_SAFE_LOADER)  # the safe loader (C-accelerated where libyaml is present)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

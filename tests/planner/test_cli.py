@@ -141,3 +141,11 @@ def test_console_script_entry_point():
     r = subprocess.run([sys.executable, "-m", "planner", "estimate", "-m", "nope", "-H", "l4"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_yaml_never_executes_code(tmp_path, capsys):
+    # a python tag is refused by the safe loader: one line, exit 2
+    dev = tmp_path / "evil.yaml"
+    dev.write_text("id: !!python/object/apply:os.system ['echo pwned']\n")
+    code, out, err = run(capsys, "estimate", "-m", "llama-2-7b", "-H", str(dev))
+    assert code == 2 and "malformed YAML" in err and "pwned" not in out
