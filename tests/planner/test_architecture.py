@@ -28,14 +28,27 @@ def test_total_params_match_published_within_1pct(model_id):
     ("mixtral-8x7b", 46.7, 12.9, 0.01 * 12.9),
     # Qwen3-30B-A3B card: 30.5B total, 3.3B activated (8 of 128 experts)
     ("qwen3-30b-a3b", 30.5, 3.3, 0.01 * 3.3 + 0.05),
+    # Qwen1.5-MoE-A2.7B card: 14.3B total, 2.7B activated (4 of 60 experts + a shared expert)
+    ("qwen1.5-moe-a2.7b", 14.3, 2.7, 0.01 * 2.7),
     # DeepSeek-V3 report (arXiv:2412.19437): 671B total, 37B activated. "37B" is printed to 2 significant figures,
-    # i.e. 37 +- 0.5B; tolerance = that rounding + 1%.
+    # i.e. 37 +- 0.5B; tolerance = that rounding + 1%. DeepSeek counts activated parameters without the input
+    # embedding table (a lookup, not a matmul): V3 37.55B - 0.93B = 36.62B; V2-Lite 2.66B - 0.21B = 2.45B.
     ("deepseek-v3", 671, 37, 0.5 + 0.01 * 37),
+    ("deepseek-v2-lite", 15.7, 2.4, 0.05 + 0.01 * 2.4),
 ])
 def test_moe_active_params(model_id, published_total_b, published_active_b, tol_b):
     m = load_model(model_id)
     assert m.total_params / 1e9 == pytest.approx(published_total_b, rel=0.01)
-    assert abs(m.active_params / 1e9 - published_active_b) <= tol_b
+    active = m.active_params - (m.embedding_params() if m.family.startswith("deepseek") else 0)
+    assert abs(active / 1e9 - published_active_b) <= tol_b
+
+
+def test_gemma3_interleaved_sliding_window():
+    # Gemma 3 1B: 26 layers, 5 of every 6 local (512-token window): 26 - 26 // 6 = 22 local, 4 global;
+    # parameters 999,885,952 (safetensors index), tied embeddings
+    m = load_model("gemma-3-1b")
+    assert (m.num_local_layers, m.num_global_layers, m.sliding_window) == (22, 4, 512)
+    assert m.total_params == 999_885_952
 
 
 def test_breakdown_adds_up_and_untied_head_counted():
@@ -94,3 +107,14 @@ def test_bad_configs_are_one_line_errors(cfg, needle):
     with pytest.raises(PlannerError) as ei:
         from_hf_config(cfg)
     assert needle in str(ei.value) and "\n" not in str(ei.value)
+
+
+def test_gemma3_multimodal_wrapper_reads_text_config():
+    import yaml
+
+    from planner.architecture import CATALOG_DIR
+
+    text = yaml.safe_load((CATALOG_DIR / "gemma-3-1b.yaml").read_text())["hf_config"]
+    text = {k: v for k, v in text.items() if k not in ("architectures", "model_type")}
+    wrapped = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": text}
+    assert from_hf_config(wrapped).total_params == load_model("gemma-3-1b").total_params
