@@ -13,7 +13,7 @@ import json
 import sys
 
 # modules that add subcommands (each has register(subparsers)); optional ones are skipped if absent
-_EXTENSIONS = ("planner.cli_validate", "planner.cli_serving", "planner.cli_accuracy")
+_EXTENSIONS = ("validate.cli", "planner.cli_serving", "planner.cli_accuracy")
 
 
 class _Parser(argparse.ArgumentParser):

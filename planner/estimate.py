@@ -127,6 +127,8 @@ class EfficiencyReport(_Out):
     step_overhead_ms: float
     compute_half_rows: float = 0.0
     dequant_overhead: dict[str, float] = {}
+    format_half_rows: dict[str, float] = {}
+    class_compute_fraction: dict[str, float] = {}
     fp16_accumulate: bool = False
     matmul_tflops_per_watt: float = 0.0
     source: str

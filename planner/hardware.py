@@ -101,6 +101,7 @@ class Efficiency(_Frozen):
 
     time(op) = max(flops / (peak * compute_fraction), bytes / (bandwidth * bandwidth_fraction)) + kernel_overhead_us
     time(step) = sum(op times) + step_overhead_ms
+    With class_compute_fraction, an op class listed there uses its own fraction instead of compute_fraction.
     With matmul_tflops_per_watt > 0, weight GEMMs run at most at tdp_w x that (sustained power cap).
     With fp16_accumulate the 16-bit matmul peak is max(fp16, int8 / 2) (see the field).
     Weight GEMMs optionally scale compute_fraction by R / (R + compute_half_rows) (R = GEMM rows) and divide it by
@@ -115,6 +116,9 @@ class Efficiency(_Frozen):
     compute_half_rows: float = Field(0.0, ge=0, description=(
         "GEMM rows R (tokens per expert/weight matrix in the step) at which a weight GEMM reaches half of "
         "compute_fraction: fraction(R) = compute_fraction * R / (R + compute_half_rows); 0 = flat"))
+    format_half_rows: dict[str, float] = Field(default_factory=dict, description=(
+        "weight format -> compute_half_rows of that format's GEMM kernel (formats not listed use "
+        "compute_half_rows): dense fp32/bf16 GEMM libraries and fused int8/int4 kernels tile rows differently"))
     dequant_overhead: dict[str, float] = Field(default_factory=dict, description=(
         "weight format -> extra GEMM compute time for dequantizing weights, as a fraction of that time "
         "(compute time x (1 + overhead)); formats not listed: 0"))
@@ -125,7 +129,22 @@ class Efficiency(_Frozen):
     matmul_tflops_per_watt: float = Field(0.0, ge=0, description=(
         "sustained weight-GEMM throughput per watt of board power (power.tdp_w): the effective matmul peak is "
         "min(peak x compute_fraction, tdp_w x this); 0 = no power cap (or the spec publishes no TDP)"))
+    class_compute_fraction: dict[Literal["matmul", "attention", "vector"], float] = Field(
+        default_factory=dict, description=(
+            "op class -> compute fraction for that class, replacing compute_fraction (classes not listed use "
+            "compute_fraction); e.g. a CPU runtime that computes attention in fp32 while the unit's bf16 peak is "
+            "listed reaches a smaller share of that peak in attention than in weight GEMMs"))
     source: str = Field("", description="where these came from: kind default, device spec, calibration file")
+
+    @model_validator(mode="after")
+    def _class_fractions(self):
+        for k, v in self.format_half_rows.items():
+            if not v >= 0:
+                raise ValueError(f"format_half_rows.{k} must be >= 0, got {v}")
+        for k, v in self.class_compute_fraction.items():
+            if not 0 < v <= 1:
+                raise ValueError(f"class_compute_fraction.{k} must be in (0, 1], got {v}")
+        return self
 
 
 DATASHEET_EFFICIENCY = Efficiency(

@@ -92,10 +92,14 @@ class DeviceModel:
     bytes_per_weight: float = 2.0       # the weight format's bytes per parameter (GEMM rows = flops / (2 x params))
     dequant_factor: float = 1.0         # 1 + efficiency.dequant_overhead[format]: GEMM compute-time multiplier
     matmul_cap_flops: float = float("inf")  # power cap on weight GEMMs: tdp_w x matmul_tflops_per_watt (FLOP/s)
+    compute_half_rows: float | None = None  # the format's GEMM half rows (efficiency.format_half_rows); None: global
 
     @property
     def eff_peak_flops(self) -> dict[str, float]:
-        return {c: p * TERA * self.efficiency.compute_fraction for c, p in self.peak_tflops.items()}
+        """Peak x compute fraction per op class (class_compute_fraction[class] if set, else compute_fraction)."""
+        eff = self.efficiency
+        by_class = getattr(eff, "class_compute_fraction", None) or {}
+        return {c: p * TERA * by_class.get(c, eff.compute_fraction) for c, p in self.peak_tflops.items()}
 
     @property
     def eff_bandwidth_bytes_s(self) -> float:
@@ -123,7 +127,8 @@ def device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff: 
         peaks[MATMUL] = fp16_accumulate_peak(unit, dtypes[MATMUL])
     tpw = getattr(eff, "matmul_tflops_per_watt", 0.0)
     cap = spec.power.tdp_w * tpw * TERA if (tpw > 0 and spec.power is not None) else float("inf")
-    return DeviceModel(spec.id, unit.name, dtypes, peaks, bw, eff, fmt.bytes_per_weight, dq, cap)
+    half = (getattr(eff, "format_half_rows", None) or {}).get(fmt.name, eff.compute_half_rows)
+    return DeviceModel(spec.id, unit.name, dtypes, peaks, bw, eff, fmt.bytes_per_weight, dq, cap, half)
 
 
 def fp16_accumulate_peak(unit: ComputeUnit, dtype: str) -> float:
@@ -174,7 +179,9 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
     when a runtime profile sets those (defaults: the plain peak x compute_fraction)."""
     peaks, bw = dev.eff_peak_flops, dev.eff_bandwidth_bytes_s
     ovh = dev.efficiency.kernel_overhead_us * US
-    half = getattr(dev.efficiency, "compute_half_rows", 0.0)
+    half = getattr(dev, "compute_half_rows", None)
+    if half is None:
+        half = getattr(dev.efficiency, "compute_half_rows", 0.0)
     dq = getattr(dev, "dequant_factor", 1.0)
     cap = getattr(dev, "matmul_cap_flops", np.inf)
     refine = bool(np.any(half)) or np.any(np.asarray(dq) != 1.0) or np.any(np.isfinite(cap))

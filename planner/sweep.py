@@ -49,7 +49,8 @@ def _stack(devs) -> _StackedDevice:
         peaks, np.array([d.eff_bandwidth_bytes_s for d in devs]).reshape(shape),
         _StackedEfficiency(np.array([d.efficiency.kernel_overhead_us for d in devs]).reshape(shape),
                            np.array([d.efficiency.step_overhead_ms for d in devs]).reshape(shape),
-                           np.array([d.efficiency.compute_half_rows for d in devs]).reshape(shape)),
+                           np.array([d.efficiency.compute_half_rows if d.compute_half_rows is None
+                                     else d.compute_half_rows for d in devs]).reshape(shape)),
         devs[0].bytes_per_weight, np.array([d.dequant_factor for d in devs]).reshape(shape),
         np.array([d.matmul_cap_flops for d in devs]).reshape(shape))
 

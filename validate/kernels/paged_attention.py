@@ -20,11 +20,12 @@ the real value of a stored code ``c`` in block ``b``, kv head ``h`` is ``float(c
 :func:`quantize_kv_cache` produces either granularity (symmetric absmax: int8 scale = amax/127,
 fp8 e4m3fn scale = amax/448).
 
-Backends: ``"torch"`` (vectorized torch, any device; used on CPU) walks the block tables in
-chunks of a few blocks per sequence; each chunk ``index_select``s only the blocks the tables name,
-converts them to fp32 [B, Hkv, T, D], and folds them into an fp32 online softmax (running max, sum
-and numerator), so the working set stays cache-sized and the whole cache is never densified.
-Sequences shorter than the batch's longest are padded with (masked) block 0 inside a chunk.
+Backends: ``"torch"`` (vectorized torch, any device; used on CPU) walks each sequence's block
+table in chunks of blocks (about 4 MiB of fp32 K each); each chunk ``index_select``s only that
+sequence's blocks (native dtype, one copy; non-fp32 caches converted to fp32 in cache), computes
+the scores of all query heads of every KV group in one batched matmul and folds them into an
+fp32 online softmax (running max, sum and numerator), so the working set stays cache-sized, the
+whole cache is never densified, and a mixed-length batch costs the sum of its contexts.
 Compute is fp32 whatever the cache dtype.
 
 ``"triton"`` (CUDA) follows the vLLM / FlashInfer decode design: one program per (sequence,
@@ -177,36 +178,30 @@ def paged_attention_cost(
 # --------------------------------------------------------------------------------------------
 
 
-def _block_scales(
-    scale: KVScale, ids: torch.Tensor, live: torch.Tensor, device: torch.device
-) -> torch.Tensor | float | None:
-    """Scale of each gathered block as [B, Hkv, nb] fp32 (0 for blocks past the context, whose
-    scale may be garbage), a Python float (per tensor) or None (float cache)."""
+def _block_scales(scale: KVScale, ids: torch.Tensor, device: torch.device) -> torch.Tensor | float | None:
+    """Scale of each gathered block as [Hkv, nb] fp32, a Python float (per tensor) or None (float
+    cache). ``ids`` are the live blocks of one sequence, so no garbage scale is ever read."""
     if scale is None:
         return None
     if isinstance(scale, torch.Tensor) and scale.dim() == 2:  # per (block, kv head)
-        s = scale.to(device, torch.float32)[ids]  # [B, nb, Hkv]
-        s = torch.where(live[:, :, None], s, 0.0)
-        return s.permute(0, 2, 1)  # [B, Hkv, nb]
+        return scale.to(device, torch.float32).index_select(0, ids).T  # [Hkv, nb]
     return float(scale)
 
 
 def _gather_fp32(
     cache: torch.Tensor, ids: torch.Tensor, batch: int, nb: int, block_size: int
 ) -> torch.Tensor:
-    """Pages ``ids`` [B, nb] of ``cache`` as one fp32 tensor [B, Hkv, nb * block_size, D].
+    """Pages ``ids`` [batch * nb] of ``cache`` as one fp32 tensor [batch, nb * block_size, Hkv, D].
 
-    ``index_select`` reads only the named blocks (native dtype), then one strided copy converts
-    to fp32 and moves the kv-head axis out front, so that both attention matmuls are plain
-    batched GEMMs over (sequence, kv head).
+    ``index_select`` reads only the named blocks (one contiguous copy in the native dtype, token
+    major as stored); fp32 caches are used as gathered, other dtypes are converted in one more
+    cache-resident copy. The attention matmuls then read K / V through strided [Hkv, T, D] views.
     """
     _, _, hkv, d = cache.shape
-    pages = cache.index_select(0, ids.reshape(-1))  # [B * nb, bs, Hkv, D], native dtype
-    out = torch.empty((batch, hkv, nb * block_size, d), dtype=torch.float32, device=cache.device)
-    out.view(batch, hkv, nb, block_size, d).copy_(
-        pages.view(batch, nb, block_size, hkv, d).permute(0, 3, 1, 2, 4)
-    )
-    return out
+    pages = cache.index_select(0, ids.reshape(-1))  # [batch * nb, bs, Hkv, D], native dtype
+    if pages.dtype != torch.float32:
+        pages = pages.to(torch.float32)
+    return pages.view(batch, nb * block_size, hkv, d)
 
 
 def _paged_decode_attention_torch(
@@ -218,63 +213,66 @@ def _paged_decode_attention_torch(
     scale: float,
     k_scale: KVScale,
     v_scale: KVScale,
-    chunk_bytes: int = 2 * 2**20,
+    chunk_bytes: int = 4 * 2**20,
 ) -> torch.Tensor:
-    """Chunked gather + fp32 online softmax. Each chunk gathers ``nb`` blocks of every sequence
-    (about ``chunk_bytes`` of fp32 K, so that the working set stays in cache); KV scales are
-    applied to the scores (K) and to the probabilities (V) rather than to the gathered pages."""
+    """Per sequence, chunks of its own blocks + an fp32 online softmax.
+
+    Each sequence is processed alone, so a batch of different lengths costs the sum of its
+    contexts (never batch x the longest). A chunk gathers ``nb`` of the sequence's blocks (about
+    ``chunk_bytes`` of fp32 K, so that the working set stays in cache) and handles all query heads
+    of every KV group in one batched matmul per operand: scores [Hkv, G, T] = q [Hkv, G, D] @ K^T,
+    then out += p [Hkv, G, T] @ V [Hkv, T, D]. Slots past the context in the last block are cut
+    off by slicing (never read into the softmax or the value sum). KV scales multiply the scores
+    (K) and the probabilities (V) rather than the gathered pages.
+    """
     batch, num_q_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
     group = num_q_heads // num_kv_heads
     dev = q.device
-    ctx = context_lens.to(dev, torch.long)  # [B]
-    max_blocks = math.ceil(int(ctx.max()) / block_size)
-    page_bytes = batch * block_size * num_kv_heads * head_dim * 4
-    chunk_blocks = max(1, chunk_bytes // page_bytes)
-
+    ctx_list = [int(c) for c in context_lens.tolist()]
+    token_bytes = num_kv_heads * head_dim * 4
+    chunk_blocks = max(1, chunk_bytes // (block_size * token_bytes))
+    tables = block_tables.to(dev, torch.long)
     qf = q.float().reshape(batch, num_kv_heads, group, head_dim) * scale  # [B, Hkv, G, D]
-    m = torch.full((batch, num_kv_heads, group), -math.inf, device=dev)  # running max
-    l = torch.zeros((batch, num_kv_heads, group), device=dev)  # running denominator
-    acc = torch.zeros((batch, num_kv_heads, group, head_dim), device=dev)  # running numerator
+    out = torch.empty((batch, num_kv_heads, group, head_dim), dtype=torch.float32, device=dev)
 
-    for first in range(0, max_blocks, chunk_blocks):
-        nb = min(chunk_blocks, max_blocks - first)
-        tokens = nb * block_size
-        blk = torch.arange(first, first + nb, device=dev)  # block index within each sequence
-        ids = block_tables[:, first : first + nb].to(dev, torch.long)  # [B, nb]
-        live = blk[None, :] * block_size < ctx[:, None]  # [B, nb]: block holds >= 1 live token
-        ids = torch.where(live, ids, 0)  # never dereference a table entry past the context
-        pos = first * block_size + torch.arange(tokens, device=dev)  # [T]
-        dead = (pos[None, :] >= ctx[:, None])[:, None, :]  # [B, 1, T] slots past the context
-
-        k = _gather_fp32(k_cache, ids, batch, nb, block_size)  # [B, Hkv, T, D]
-        v = _gather_fp32(v_cache, ids, batch, nb, block_size)
-        v.masked_fill_(dead[..., None], 0.0)  # NaN * 0 = NaN: dead V rows must be real zeros
-
-        s = torch.matmul(qf, k.transpose(-1, -2))  # [B, Hkv, G, T]
-        ks = _block_scales(k_scale, ids, live, dev)
-        if isinstance(ks, torch.Tensor):
-            s = (s.view(batch, num_kv_heads, group, nb, block_size) * ks[:, :, None, :, None]).view(
-                batch, num_kv_heads, group, tokens
-            )
-        elif ks is not None:
-            s = s * ks
-        s.masked_fill_(dead[:, :, None, :], -math.inf)  # also replaces NaN scores of dead slots
-        m_new = torch.maximum(m, s.amax(dim=-1))  # finite: chunk 0 holds token 0 of every seq
-        alpha = torch.exp(m - m_new)
-        p = torch.exp(s - m_new[..., None])  # dead -> exp(-inf) = 0
-        l = l * alpha + p.sum(dim=-1)
-        vs = _block_scales(v_scale, ids, live, dev)
-        if isinstance(vs, torch.Tensor):
-            p = (p.view(batch, num_kv_heads, group, nb, block_size) * vs[:, :, None, :, None]).view(
-                batch, num_kv_heads, group, tokens
-            )
-        elif vs is not None:
-            p = p * vs
-        acc = acc * alpha[..., None] + torch.matmul(p, v)  # [B, Hkv, G, D]
-        m = m_new
-
-    out = acc / l[..., None]
+    for b, ctx in enumerate(ctx_list):
+        n_blocks = math.ceil(ctx / block_size)
+        m = l = acc = None
+        for first in range(0, n_blocks, chunk_blocks):
+            nb = min(chunk_blocks, n_blocks - first)
+            live = min(ctx - first * block_size, nb * block_size)  # tokens of this chunk in context
+            ids = tables[b, first : first + nb]
+            k = _gather_fp32(k_cache, ids, 1, nb, block_size)[0]  # [T, Hkv, D]
+            v = _gather_fp32(v_cache, ids, 1, nb, block_size)[0, :live]  # [live, Hkv, D]
+            s = torch.matmul(qf[b], k.permute(1, 2, 0))  # [Hkv, G, T]
+            ks = _block_scales(k_scale, ids, dev)
+            if isinstance(ks, torch.Tensor):
+                s = (s.view(num_kv_heads, group, nb, block_size) * ks[:, None, :, None]).view(
+                    num_kv_heads, group, nb * block_size
+                )
+            elif ks is not None:
+                s = s * ks
+            s = s[..., :live]  # slots past the context (NaN / garbage) are never used
+            m_c = s.amax(dim=-1)  # [Hkv, G]
+            m_new = m_c if m is None else torch.maximum(m, m_c)
+            p = torch.exp(s - m_new[..., None])
+            vs = _block_scales(v_scale, ids, dev)
+            p_sum = p.sum(dim=-1)
+            if isinstance(vs, torch.Tensor):
+                vtok = vs.repeat_interleave(block_size, dim=1)[:, :live]  # [Hkv, live]
+                p = p * vtok[:, None, :]
+            elif vs is not None:
+                p = p * vs
+            pv = torch.matmul(p, v.transpose(0, 1))  # [Hkv, G, D]
+            if m is None:
+                l, acc = p_sum, pv
+            else:
+                alpha = torch.exp(m - m_new)
+                l = l * alpha + p_sum
+                acc = acc * alpha[..., None] + pv
+            m = m_new
+        out[b] = acc / l[..., None]
     return out.reshape(batch, num_q_heads, head_dim).to(q.dtype)
 
 

@@ -1,0 +1,64 @@
+"""`planner validate check` against the committed CPU records (validate/records/<device>/) and calibration.
+
+CI runs this: the committed data must pass with the committed calibration, and a deliberately broken efficiency
+factor (a temp copy of the calibration with bandwidth_fraction halved, or compute_fraction halved) must fail.
+The committed files are never modified (broken copies live in tmp_path). No torch needed.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from planner.cli import main
+from planner.efficiency import CALIBRATION_DIR
+from planner.errors import PlannerError
+from validate.check import run_check
+from validate.records import RECORDS_DIR
+
+DEVICES = sorted(p.name for p in RECORDS_DIR.iterdir() if p.is_dir() and any(p.glob("*.jsonl")))
+
+
+def test_records_are_committed_for_a_cpu():
+    assert any(d.startswith("cpu-") for d in DEVICES), f"no committed CPU records under {RECORDS_DIR}"
+    for d in DEVICES:
+        assert (CALIBRATION_DIR / f"{d}.yaml").exists(), f"records of {d} have no calibration"
+
+
+def test_committed_records_pass_with_committed_calibration():
+    results = run_check()
+    assert {r.device_id for r in results} == set(DEVICES)
+    for r in results:
+        assert r.ok, r.line()
+        assert r.n >= 50
+
+
+def test_cli_check_exits_0(capsys):
+    assert main(["validate", "check"]) == 0
+    assert capsys.readouterr().out.startswith("ok: ")
+
+
+def _broken_copy(tmp_path, device: str, field: str, factor: float):
+    data = yaml.safe_load((CALIBRATION_DIR / f"{device}.yaml").read_text())
+    for unit in data["units"].values():
+        unit[field] = unit[field] * factor
+        unit["source"] = f"deliberately broken: {field} x {factor}"
+    out = tmp_path / f"{device}.yaml"
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    return out
+
+
+@pytest.mark.parametrize("field,factor", [("bandwidth_fraction", 0.5), ("compute_fraction", 0.5)])
+@pytest.mark.parametrize("device", DEVICES)
+def test_broken_efficiency_factor_fails(tmp_path, device, field, factor):
+    _broken_copy(tmp_path, device, field, factor)
+    (res,) = run_check(calibration_dir=tmp_path, device_id=device)
+    assert not res.ok, res.line()
+    assert main(["validate", "check", "--calibration-dir", str(tmp_path), "--device-id", device]) == 1
+
+
+def test_missing_calibration_is_a_one_line_error(tmp_path, capsys):
+    with pytest.raises(PlannerError, match="no calibration"):
+        run_check(calibration_dir=tmp_path)
+    assert main(["validate", "check", "--calibration-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("error: check: no calibration")

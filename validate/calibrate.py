@@ -1,0 +1,345 @@
+"""`planner validate fit`: records -> the planner's efficiency factors for one device, with a report and provenance.
+
+What is fitted (planner.hardware.Efficiency; every factor is physical and shared by all records of the device --
+never a per-record or per-shape factor):
+
+  bandwidth_fraction                 share of the measured STREAM triad that kernels reach
+  compute_fraction                   share of the measured GEMM peak that weight GEMMs reach ...
+  compute_half_rows                  ... scaled by R / (R + half_rows) for a GEMM of R rows (small GEMMs reach less)
+  format_half_rows[dense format]     the same for the dense GEMM library of fp32 / bf16 (its own tiling); the fused
+                                     int8 / int4 kernels share compute_half_rows
+  dequant_overhead[format]           extra GEMM compute time of weight-only int8 / int4 (dequantizing in the kernel)
+  class_compute_fraction[attention]  share of the peak decode attention reaches (CPU attention runs its math in
+                                     fp32 while the unit's bf16 GEMM peak is the listed one)
+  kernel_overhead_us                 fixed cost per operator call (dispatch, thread wake-up)
+  step_overhead_ms                   fixed cost per whole decode step (only with decode-step records)
+
+Method: minimize sum_i w_i log(pred_i / meas_i)^2 over the fit records (w_i = 1 / records of that kernel, so
+each kernel counts equally), numpy only: Levenberg-Marquardt with a forward-difference Jacobian in an
+unconstrained parametrization (fractions = logistic(u), overheads = exp(u)), by continuation from a smooth
+roofline ((compute^p + memory^p)^(1/p), p = 2, 4, 8, 32) to the exact max(), from three starting points. Hold-out: a record is held out
+when sha256(kernel + params) mod 100 < 30 (deterministic, ~30 %); the report gives median and p90 of
+|pred / meas - 1| in % before (the kind defaults of hardware_specs/defaults/efficiency.yaml) and after, per
+kernel and per regime (bound: memory / compute / overhead; size: small = bytes moved < LLC, large otherwise),
+on the held-out and the fitted records.
+
+The calibration YAML (hardware_specs/calibration/<hardware-id>.yaml) keeps `units: {<unit>: Efficiency}` (what
+planner.efficiency reads) next to `tolerance`, `provenance` and `report`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from planner.errors import PlannerError, pydantic_one_line
+from planner.hardware import Efficiency, HardwareSpec
+from planner.io import atomic_write_yaml, read_yaml
+
+from .predict import evaluate, predictable, prepare
+from .records import Record
+
+HOLDOUT_PCT = 30
+_QUANT_FORMATS = ("int8", "int4-g32", "int4-g64", "int4-g128")
+_DENSE_FORMATS = ("fp32", "bf16", "fp16")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Tolerance(_Frozen):
+    median_pct: float = Field(gt=0)
+    p90_pct: float = Field(gt=0)
+    basis: str = ""
+
+
+class CalibrationFile(_Frozen):
+    hardware_id: str
+    units: dict[str, Efficiency] = Field(min_length=1)
+    tolerance: Tolerance
+    provenance: dict[str, Any] = Field(default_factory=dict)
+    report: dict[str, Any] = Field(default_factory=dict)
+
+
+def load_calibration(path: str | Path) -> CalibrationFile:
+    p = Path(path)
+    if not p.exists():
+        raise PlannerError(f"--calibration: file not found: {p}")
+    try:
+        return CalibrationFile.model_validate(read_yaml(p))
+    except ValidationError as exc:
+        raise pydantic_one_line(f"calibration {p}", exc) from None
+
+
+# ---------------------------------------------------------------- errors and splits
+
+
+def is_holdout(r: Record) -> bool:
+    """Deterministic ~30 % hold-out by a hash of the configuration (kernel + params)."""
+    h = int(hashlib.sha256(r.key().encode()).hexdigest(), 16)
+    return h % 100 < HOLDOUT_PCT
+
+
+def abs_err_pct(pred_ms, meas_ms):
+    return np.abs(np.asarray(pred_ms) / np.asarray(meas_ms) - 1.0) * 100.0
+
+
+def summarize(err) -> dict:
+    err = np.asarray(err, dtype=np.float64)
+    if err.size == 0:
+        return {"n": 0}
+    return {"n": int(err.size), "median_pct": round(float(np.median(err)), 2),
+            "p90_pct": round(float(np.percentile(err, 90)), 2)}
+
+
+# ---------------------------------------------------------------- the parameter vector
+
+
+def _logit(x):
+    x = min(max(x, 1e-6), 1 - 1e-9)
+    return math.log(x / (1 - x))
+
+
+class _Params:
+    """Which Efficiency fields are free, and the map u (unconstrained) <-> Efficiency."""
+
+    def __init__(self, base: Efficiency, records: list[Record], formats: set[str], fit_attention: bool):
+        self.base = base
+        kernels = {r.kernel for r in records}
+        names = ["bandwidth_fraction", "compute_fraction", "kernel_overhead_us"]
+        if "quant_matmul" in kernels or "decode_step" in kernels:
+            names.append("compute_half_rows")
+        if fit_attention:
+            names.append("class_compute_fraction.attention")
+        if "decode_step" in kernels:
+            names.append("step_overhead_ms")
+        names += [f"format_half_rows.{f}" for f in sorted(formats & set(_DENSE_FORMATS))]
+        names += [f"dequant_overhead.{f}" for f in sorted(formats & set(_QUANT_FORMATS))]
+        self.names = names
+
+    def initial(self) -> np.ndarray:
+        b = self.base
+        start = {"bandwidth_fraction": _logit(b.bandwidth_fraction), "compute_fraction": _logit(b.compute_fraction),
+                 "kernel_overhead_us": math.log(max(b.kernel_overhead_us, 1.0)),
+                 "compute_half_rows": math.log(max(b.compute_half_rows, 1.0)),
+                 "class_compute_fraction.attention": _logit(b.compute_fraction),
+                 "step_overhead_ms": math.log(max(b.step_overhead_ms, 0.01))}
+        return np.array([start.get(n, math.log(0.1)) for n in self.names])
+
+    def efficiency(self, u, source: str) -> Efficiency:
+        u = np.clip(u, -20.0, 12.0)
+        upd: dict[str, Any] = {"dequant_overhead": {}, "class_compute_fraction": {}, "format_half_rows": {},
+                               "source": source}
+        for name, x in zip(self.names, u):
+            if name in ("bandwidth_fraction", "compute_fraction"):
+                upd[name] = 1.0 / (1.0 + math.exp(-x))
+            elif name == "class_compute_fraction.attention":
+                upd["class_compute_fraction"]["attention"] = 1.0 / (1.0 + math.exp(-x))
+            elif name.startswith(("dequant_overhead.", "format_half_rows.")):
+                field, fmt = name.split(".", 1)
+                upd[field][fmt] = math.exp(x)
+            else:
+                upd[name] = math.exp(x)
+        return self.base.model_copy(update=upd)
+
+
+def _rounded(e: Efficiency) -> Efficiency:
+    r4 = lambda x: float(f"{x:.4g}")  # noqa: E731
+    return e.model_copy(update={
+        "bandwidth_fraction": min(r4(e.bandwidth_fraction), 1.0), "compute_fraction": min(r4(e.compute_fraction), 1.0),
+        "kernel_overhead_us": r4(e.kernel_overhead_us), "step_overhead_ms": r4(e.step_overhead_ms),
+        "compute_half_rows": r4(e.compute_half_rows),
+        "dequant_overhead": {k: r4(v) for k, v in e.dequant_overhead.items()},
+        "format_half_rows": {k: r4(v) for k, v in e.format_half_rows.items()},
+        "class_compute_fraction": {k: min(r4(v), 1.0) for k, v in e.class_compute_fraction.items()}})
+
+
+def _levenberg_marquardt(resid, u0, iters: int = 200, h: float = 1e-4):
+    """Minimize ||resid(u)||^2; numpy only. Returns (u, cost)."""
+    u = np.array(u0, dtype=np.float64)
+    r = resid(u)
+    cost = float(r @ r)
+    lam = 1e-2
+    for _ in range(iters):
+        J = np.empty((r.size, u.size))
+        for j in range(u.size):
+            du = np.zeros_like(u)
+            du[j] = h
+            J[:, j] = (resid(u + du) - r) / h
+        g = J.T @ r
+        A = J.T @ J
+        improved = False
+        for _ in range(12):
+            step = np.linalg.solve(A + lam * np.diag(np.diag(A) + 1e-9), -g)
+            u_new = np.clip(u + step, -20.0, 12.0)
+            r_new = resid(u_new)
+            c_new = float(r_new @ r_new)
+            if np.isfinite(c_new) and c_new < cost:
+                u, r, lam = u_new, r_new, max(lam / 3, 1e-9)
+                improved = cost - c_new > 1e-12 * max(cost, 1e-30)
+                cost = c_new
+                break
+            lam *= 4
+        if not improved:
+            break
+    return u, cost
+
+
+# ---------------------------------------------------------------- fit + report
+
+
+def _regimes(records, idx, bound):
+    """size: small when the bytes moved fit in the LLC (the fingerprint's), else large."""
+    size = []
+    for i in idx:
+        r = records[i]
+        llc = r.fingerprint.get("llc_bytes") or 32 * 2**20
+        size.append("small" if r.work.total_bytes < llc else "large")
+    return {"bound": np.array([bound[i] for i in idx]), "size": np.array(size)}
+
+
+def report_errors(records: list[Record], pred_ms, idx, bound) -> dict:
+    """{split: {all, kernel:<k>, bound:<b>, size:<s>: summary}} for the given record positions."""
+    meas = np.array([records[i].measured.median_ms for i in idx])
+    err = abs_err_pct(np.asarray(pred_ms)[idx], meas)
+    kernels = np.array([records[i].kernel for i in idx])
+    reg = _regimes(records, idx, bound)
+    out = {"all": summarize(err)}
+    for k in sorted(set(kernels)):
+        out[f"kernel:{k}"] = summarize(err[kernels == k])
+    for name, arr in reg.items():
+        for v in sorted(set(arr)):
+            out[f"{name}:{v}"] = summarize(err[arr == v])
+    return out
+
+
+def fit(records: list[Record], spec: HardwareSpec, unit_name: str | None = None) -> dict:
+    """Fit the device's efficiency; returns {efficiency, before, after, errors..., names} (nothing written)."""
+    usable = [r for r in records if predictable(r)]
+    if len(usable) < 8:
+        raise PlannerError(f"fit: {len(usable)} usable records; need at least 8 ok kernel records")
+    if len({r.device_id for r in usable}) > 1:
+        raise PlannerError(f"fit: records of several devices ({', '.join(sorted({r.device_id for r in usable}))}); "
+                           "fit one device at a time")
+    unit = spec.unit(unit_name)
+    from planner.efficiency import resolve_efficiency
+    before_eff = resolve_efficiency(spec, unit, "default")
+    groups = prepare(usable)
+    n = len(usable)
+    meas = np.array([r.measured.median_ms for r in usable])
+    hold = np.array([is_holdout(r) for r in usable])
+    fit_idx, hold_idx = np.flatnonzero(~hold), np.flatnonzero(hold)
+    if fit_idx.size < 4:
+        raise PlannerError("fit: too few records outside the hold-out")
+    kernels = np.array([r.kernel for r in usable])
+    w = np.array([1.0 / np.sum(kernels[fit_idx] == k) for k in kernels[fit_idx]])
+    sw = np.sqrt(w / w.sum() * len(fit_idx))
+    formats = {f"int4-g{r.params.group_size}" if getattr(r.params, "weight_format", "") == "int4"
+               else getattr(r.params, "weight_format", "") for r in usable}
+    params = _Params(before_eff, usable, formats, fit_attention="paged_attention" in set(kernels))
+    date = _dt.date.today().isoformat()
+    source = f"calibration: planner validate fit, {spec.id}, {len(fit_idx)} fitted records, {date}"
+
+    def residuals(p_smooth):
+        def resid(u):
+            ms, _, _ = evaluate(groups, n, spec, {unit.name: params.efficiency(u, source)}, smooth_p=p_smooth)
+            return sw * np.log(ms[fit_idx] / meas[fit_idx])
+        return resid
+
+    # continuation: max(compute, memory) is flat on one side of the ridge, so a parameter whose ops all start on
+    # the other side gets no gradient; fit a p-norm of the two first (p = 2 .. 32), then the exact roofline
+    best = None
+    for u0 in (params.initial(), params.initial() + 1.0, params.initial() - 1.0):
+        u = u0
+        for p_smooth in (2.0, 4.0, 8.0, 32.0, None):
+            u, cost = _levenberg_marquardt(residuals(p_smooth), u, iters=60 if p_smooth else 200)
+        if best is None or cost < best[1]:
+            best = (u, cost)
+    after_eff = _rounded(params.efficiency(best[0], source))
+    ms_before, bound_before, _ = evaluate(groups, n, spec, {unit.name: before_eff})
+    ms_after, bound_after, _ = evaluate(groups, n, spec, {unit.name: after_eff})
+    return {
+        "efficiency": after_eff, "before_efficiency": before_eff, "unit": unit.name, "free": params.names,
+        "records": usable, "pred_before": ms_before, "pred_after": ms_after, "meas": meas,
+        "holdout": hold, "fit_idx": fit_idx, "hold_idx": hold_idx,
+        "report": {
+            "before": {"held_out": report_errors(usable, ms_before, hold_idx, bound_after),
+                       "fit": report_errors(usable, ms_before, fit_idx, bound_after)},
+            "after": {"held_out": report_errors(usable, ms_after, hold_idx, bound_after),
+                      "fit": report_errors(usable, ms_after, fit_idx, bound_after)},
+        },
+    }
+
+
+def tolerance_from(result: dict, margin: float = 1.5, floor_pct: float = 2.0) -> Tolerance:
+    """The check's tolerance: the after-fit error over all records x margin, at least + floor_pct points."""
+    err = abs_err_pct(result["pred_after"], result["meas"])
+    med, p90 = float(np.median(err)), float(np.percentile(err, 90))
+    t_med = math.ceil(max(med * margin, med + floor_pct))
+    t_p90 = math.ceil(max(p90 * margin, p90 + floor_pct))
+    return Tolerance(median_pct=t_med, p90_pct=t_p90, basis=(
+        f"after-fit |error| over all {err.size} records: median {med:.1f} %, p90 {p90:.1f} %; tolerance = "
+        f"max(x{margin}, +{floor_pct:g} points), rounded up"))
+
+
+def calibration_dict(result: dict, spec: HardwareSpec, record_files: list[str], tolerance: Tolerance) -> dict:
+    recs = result["records"]
+    fp = recs[0].fingerprint
+    eff = result["efficiency"].model_dump(exclude_defaults=False)
+    eff = {k: v for k, v in eff.items() if v not in ({}, None) and k not in ("fp16_accumulate", "matmul_tflops_per_watt")}
+    return {
+        "hardware_id": spec.id,
+        "units": {result["unit"]: eff},
+        "tolerance": tolerance.model_dump(),
+        "provenance": {
+            "written_by": "planner validate fit (validate/calibrate.py)",
+            "date": _dt.date.today().isoformat(),
+            "records": record_files,
+            "n_records": len(recs), "n_fit": int(result["fit_idx"].size), "n_held_out": int(result["hold_idx"].size),
+            "holdout_rule": f"sha256(kernel + params) mod 100 < {HOLDOUT_PCT}",
+            "method": "Levenberg-Marquardt on log(pred / meas), each kernel weighted equally (numpy)",
+            "free_parameters": result["free"],
+            "spec": spec.id, "before": result["before_efficiency"].source,
+            "versions": {k: fp.get(k) for k in ("torch_version", "triton_version", "python_version", "cpu_model",
+                                                "gpu_name", "driver_version", "torch_threads", "load_avg_1m")
+                         if fp.get(k) is not None},
+        },
+        "report": result["report"],
+    }
+
+
+def report_text(result: dict) -> str:
+    """Median / p90 |error| % before and after, per kernel and regime, held-out and fit."""
+    rep = result["report"]
+    keys = list(rep["after"]["held_out"])
+    for k in rep["after"]["fit"]:
+        if k not in keys:
+            keys.append(k)
+    lines = [f"{'group':<24} {'split':<9} {'n':>4}  {'before med/p90 %':>18}  {'after med/p90 %':>17}"]
+    for k in keys:
+        for split in ("held_out", "fit"):
+            b = rep["before"][split].get(k, {"n": 0})
+            a = rep["after"][split].get(k, {"n": 0})
+            if not a.get("n"):
+                continue
+            lines.append(f"{k:<24} {split:<9} {a['n']:>4}  {b['median_pct']:>8.1f} / {b['p90_pct']:<7.1f}"
+                         f"  {a['median_pct']:>7.1f} / {a['p90_pct']:<7.1f}")
+    e = result["efficiency"]
+    lines.append("")
+    lines.append(f"fitted ({result['unit']}): bandwidth_fraction {e.bandwidth_fraction:.3f}, compute_fraction "
+                 f"{e.compute_fraction:.3f}, compute_half_rows {e.compute_half_rows:.3g}, kernel_overhead_us "
+                 f"{e.kernel_overhead_us:.3g}, step_overhead_ms {e.step_overhead_ms:.3g}, class_compute_fraction "
+                 f"{e.class_compute_fraction}, format_half_rows {e.format_half_rows}, dequant_overhead {e.dequant_overhead}")
+    return "\n".join(lines)
+
+
+def write_calibration(path: str | Path, data: dict) -> None:
+    CalibrationFile.model_validate(data)
+    atomic_write_yaml(path, data)

@@ -1,0 +1,89 @@
+"""`planner validate check`: do the planner's predictions still match the committed measurements?
+
+For every device folder ``validate/records/<device-id>/`` the check loads the device's spec
+(hardware_specs/<device-id>.yaml) and its calibration (hardware_specs/calibration/<device-id>.yaml, or another
+folder/file given by the caller), recomputes the prediction of every committed ok kernel record with that
+calibration's efficiency (the ceilings STREAM / GEMM are the spec itself and are not predicted), and fails when
+the median or the p90 of |pred / meas - 1| exceeds the tolerance stated in the calibration file. No torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from planner.errors import PlannerError
+from planner.hardware import HardwareSpec, load_hardware
+
+from .calibrate import CalibrationFile, abs_err_pct, load_calibration, summarize
+from .predict import evaluate, predictable, prepare
+from .records import RECORDS_DIR, read_dir
+
+
+@dataclass
+class DeviceCheck:
+    device_id: str
+    n: int
+    median_pct: float
+    p90_pct: float
+    tol_median_pct: float
+    tol_p90_pct: float
+    per_kernel: dict = field(default_factory=dict)
+    calibration: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.median_pct <= self.tol_median_pct and self.p90_pct <= self.tol_p90_pct
+
+    def line(self) -> str:
+        verdict = "ok" if self.ok else "FAIL"
+        kern = ", ".join(f"{k} {v['median_pct']:.1f}/{v['p90_pct']:.1f}" for k, v in self.per_kernel.items())
+        return (f"{verdict}: {self.device_id}: {self.n} records, |error| median {self.median_pct:.1f} % "
+                f"(tolerance {self.tol_median_pct:g}), p90 {self.p90_pct:.1f} % (tolerance {self.tol_p90_pct:g}); "
+                f"per kernel median/p90 %: {kern}; calibration {self.calibration}")
+
+
+def check_device(records_path: str | Path, spec: HardwareSpec, cal: CalibrationFile, cal_name: str = "") -> DeviceCheck:
+    records = [r for r in read_dir(records_path) if predictable(r)]
+    if not records:
+        raise PlannerError(f"check: no ok kernel records in {records_path}")
+    ms, _, _ = evaluate(prepare(records), len(records), spec, dict(cal.units))
+    meas = np.array([r.measured.median_ms for r in records])
+    err = abs_err_pct(ms, meas)
+    kernels = np.array([r.kernel for r in records])
+    per = {k: summarize(err[kernels == k]) for k in sorted(set(kernels))}
+    return DeviceCheck(spec.id, len(records), float(np.median(err)), float(np.percentile(err, 90)),
+                       cal.tolerance.median_pct, cal.tolerance.p90_pct, per, cal_name)
+
+
+def run_check(records_root: str | Path | None = None, calibration_dir: str | Path | None = None,
+              calibration_file: str | Path | None = None, device_id: str | None = None,
+              spec_path: str | Path | None = None) -> list[DeviceCheck]:
+    """Check every device folder under ``records_root`` (or only ``device_id``)."""
+    from planner.efficiency import CALIBRATION_DIR
+
+    root = Path(records_root or RECORDS_DIR)
+    if not root.is_dir():
+        raise PlannerError(f"--records: no such folder: {root}")
+    devices = sorted(p.name for p in root.iterdir() if p.is_dir() and any(p.glob("*.jsonl")))
+    if device_id is not None:
+        if device_id not in devices:
+            raise PlannerError(f"--device-id: no records for '{device_id}' in {root}; have: {', '.join(devices) or 'none'}")
+        devices = [device_id]
+    if not devices:
+        raise PlannerError(f"check: no device folders with .jsonl records in {root}")
+    if calibration_file is not None and len(devices) > 1:
+        raise PlannerError("--calibration: one file checks one device; add --device-id")
+    out = []
+    for dev in devices:
+        spec = load_hardware(str(spec_path) if spec_path else dev)
+        cal_path = Path(calibration_file) if calibration_file else Path(calibration_dir or CALIBRATION_DIR) / f"{dev}.yaml"
+        if not cal_path.exists():
+            raise PlannerError(f"check: no calibration for {dev} ({cal_path}); run `planner validate fit --device-id {dev}`")
+        cal = load_calibration(cal_path)
+        if cal.hardware_id != spec.id:
+            raise PlannerError(f"{cal_path}: hardware_id '{cal.hardware_id}' does not match the records' device '{spec.id}'")
+        out.append(check_device(root / dev, spec, cal, str(cal_path)))
+    return out

@@ -1,0 +1,462 @@
+"""Measuring sweeps (`planner validate run`): kernels x shapes x dtypes x formats -> records, one JSONL per run.
+
+A sweep first measures the device's ceilings (STREAM copy/triad over arrays far larger than the last-level cache,
+a large square GEMM per dtype), turns them into the local spec (validate/localspec.py) unless the device already
+has a committed spec, then times every case of its preset:
+
+  timing   warm-up calls, then N reps timed with perf_counter (CPU) or CUDA events (GPU, synchronized); the
+           LLC (CPU) or L2 (GPU) is flushed before every rep by default (cold: a decode step's weights and KV are
+           not in cache), median / p10 / p90 / min / std kept; N adapts to the call's length (``_reps``)
+  threads  torch threads = all logical CPUs, recorded with every record
+  failures an out-of-memory configuration is recorded as ``status: oom``, any other exception as ``error`` with
+           its message, and the sweep goes on; the run file is rewritten atomically after every record, so an
+           interrupted sweep keeps everything it finished
+  progress a one-line bar on stderr (no dependency)
+
+Presets: ``cpu`` (default, < 3 min on a 2-core CI machine), ``cpu-full`` (``--full``: the larger grid for users),
+``cuda`` (``--device cuda``: Triton paged attention, tinygemm int4, int8, bf16 baseline, decode stack, ceilings;
+< 5 min on an H200) and ``tiny`` (tests). Presets are lists of parameter models (validate/records.py).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from planner.errors import PlannerError
+
+from .records import (
+    RECORDS_DIR,
+    DecodeStepParams,
+    GemmPeakParams,
+    MatmulParams,
+    Measured,
+    PagedAttentionParams,
+    Record,
+    RecordWriter,
+    StreamParams,
+    Work,
+    device_id_from_fingerprint,
+)
+
+MiB = 2**20
+
+
+# ---------------------------------------------------------------- presets
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    device: str
+    cases: list
+    reps: int = 7            # upper bound; long calls get fewer (at least min_reps)
+    min_reps: int = 3
+    warmup: int = 2
+    budget_s: float = 0.6    # aim for about this much timed work per case
+
+
+# Llama-3-8B attention: 32 query heads, 8 KV heads, head_dim 128 (hf.co/meta-llama/Meta-Llama-3-8B config.json)
+_LLAMA_ATTN = dict(num_q_heads=32, num_kv_heads=8, head_dim=128)
+# a 2-layer GQA stack of Llama-3-8B's proportions at a quarter of the width: its weights (182 MB bf16) are far
+# larger than a CPU's LLC, and one step takes milliseconds on 2 cores
+_SMALL_STACK = dict(config="gqa-2048-2l", hidden=2048, n_heads=16, n_kv_heads=4, head_dim=128, intermediate=5632,
+                    n_layers=2)
+_LLAMA_LAYER = dict(config="llama3-8b-1layer", hidden=4096, n_heads=32, n_kv_heads=8, head_dim=128,
+                    intermediate=14336, n_layers=1)
+_LLAMA_4L = dict(config="llama3-8b-4layers", hidden=4096, n_heads=32, n_kv_heads=8, head_dim=128,
+                 intermediate=14336, n_layers=4)
+_TINY_STACK = dict(config="tiny", hidden=256, n_heads=4, n_kv_heads=2, head_dim=64, intermediate=512, n_layers=2)
+
+
+def _ceilings(stream_bytes: int, gemm_n: int, dtypes) -> list:
+    return ([StreamParams(op="copy", array_bytes=stream_bytes), StreamParams(op="triad", array_bytes=stream_bytes)]
+            + [GemmPeakParams(n=gemm_n, dtype=d) for d in dtypes])
+
+
+def _matmuls(shapes, ms, formats) -> list:
+    """formats: (weight format, activation dtype, group size)."""
+    return [MatmulParams(m=m, n=n, k=k, weight_format=f, act_dtype=a, group_size=g)
+            for (n, k) in shapes for (f, a, g) in formats for m in ms]
+
+
+def _attention(batches, contexts, kv_dtypes, q_dtype, backend, block_size=16, heads=_LLAMA_ATTN, mixed=()) -> list:
+    out = [PagedAttentionParams(batch=b, context_lens=[c] * b, kv_dtype=kv, q_dtype=q_dtype, backend=backend,
+                                block_size=block_size, **heads)
+           for kv in kv_dtypes for b in batches for c in contexts]
+    for kv, ctxs in mixed:  # batches of different lengths (odd lengths: partial last blocks)
+        out.append(PagedAttentionParams(batch=len(ctxs), context_lens=list(ctxs), kv_dtype=kv, q_dtype=q_dtype,
+                                        backend=backend, block_size=block_size, **heads))
+    return out
+
+
+def _steps(stack, formats, batches, contexts, block_size=16) -> list:
+    """formats: (weight format, dtype, group size)."""
+    return [DecodeStepParams(weight_format=f, dtype=d, group_size=g, batch=b, context_lens=[c] * b,
+                             block_size=block_size, **stack)
+            for (f, d, g) in formats for b in batches for c in contexts]
+
+
+_CPU_MM_FORMATS = [("fp32", "fp32", None), ("bf16", "bf16", None), ("int8", "bf16", None),
+                   ("int4", "bf16", 32), ("int4", "bf16", 64), ("int4", "bf16", 128)]
+_CPU_STEP_FORMATS = [("bf16", "bf16", None), ("fp32", "fp32", None), ("int8", "bf16", None), ("int4", "bf16", 128)]
+
+
+def preset(name: str) -> Preset:
+    if name == "cpu":
+        return Preset("cpu", "cpu", [
+            *_ceilings(256 * MiB, 2048, ("fp32", "bf16")),
+            *_matmuls([(4096, 4096), (1024, 4096)], [1, 2, 4, 8, 16, 64], _CPU_MM_FORMATS),
+            *_attention([1, 4, 16], [128, 512, 1024, 2048, 4096], ["bf16", "fp32", "int8"], "bf16", "auto",
+                        mixed=[("bf16", [17, 100, 1000, 3001]), ("int8", [1, 15, 600, 2047, 4000]),
+                               ("fp32", [33, 333, 1500])]),
+            *_steps(_SMALL_STACK, _CPU_STEP_FORMATS, [1, 2, 4, 8, 16], [128, 512, 1024]),
+        ])
+    if name == "cpu-full":
+        return Preset("cpu-full", "cpu", [
+            *_ceilings(512 * MiB, 2048, ("fp32", "bf16")),
+            *_matmuls([(4096, 4096), (1024, 4096), (14336, 4096), (4096, 14336)], [1, 2, 4, 8, 16, 32, 64, 128, 256],
+                      _CPU_MM_FORMATS),
+            *_attention([1, 2, 4, 8, 16, 32], [16, 128, 512, 1024, 2048, 4096, 8192], ["bf16", "fp32", "int8", "fp8"],
+                        "bf16", "auto",
+                        mixed=[("bf16", [17, 100, 1000, 3001]), ("int8", [1, 15, 600, 2047, 4000])]),
+            *_attention([1, 4, 16], [128, 1024, 4096], ["bf16"], "bf16", "auto",
+                        heads=dict(num_q_heads=16, num_kv_heads=16, head_dim=128)),
+            *_steps(_SMALL_STACK, _CPU_STEP_FORMATS, [1, 2, 4, 8, 16, 32], [128, 512, 1024, 2048]),
+            *_steps(_LLAMA_LAYER, _CPU_STEP_FORMATS, [1, 4, 16], [128, 1024]),
+        ], reps=9, budget_s=1.0)
+    if name == "cuda":
+        gpu_mm = [("bf16", "bf16", None), ("fp16", "fp16", None), ("int8", "bf16", None),
+                  ("int4", "bf16", 32), ("int4", "bf16", 64), ("int4", "bf16", 128)]
+        return Preset("cuda", "cuda", [
+            *_ceilings(1024 * MiB, 8192, ("fp32", "bf16", "fp16")),
+            *_matmuls([(4096, 4096), (14336, 4096), (4096, 14336), (28672, 8192)], [1, 4, 16, 64, 256], gpu_mm),
+            *_attention([1, 8, 32, 128], [512, 2048, 8192, 32768], ["bf16", "fp16", "int8", "fp8"], "bf16", "auto",
+                        mixed=[("bf16", [17, 100, 1000, 3001, 8191, 32000])]),
+            *_steps(_LLAMA_4L, [("bf16", "bf16", None), ("int8", "bf16", None), ("int4", "bf16", 128)],
+                    [1, 8, 32, 64], [512, 2048]),
+        ], reps=20, min_reps=10, warmup=5, budget_s=0.3)
+    if name == "tiny":
+        return Preset("tiny", "cpu", [
+            *_ceilings(8 * MiB, 256, ("fp32", "bf16")),
+            *_matmuls([(256, 256)], [1, 4], [("bf16", "bf16", None), ("int8", "bf16", None), ("int4", "bf16", 32)]),
+            *_attention([2], [17, 100], ["bf16", "int8"], "bf16", "torch", block_size=8,
+                        heads=dict(num_q_heads=4, num_kv_heads=2, head_dim=32)),
+            *_steps(_TINY_STACK, [("bf16", "bf16", None), ("int4", "bf16", 32)], [2], [20], block_size=8),
+        ], reps=2, min_reps=1, warmup=1, budget_s=0.01)
+    raise PlannerError(f"--preset: unknown preset '{name}'; allowed: cpu, cpu-full, cuda, tiny")
+
+
+PRESETS = ("cpu", "cpu-full", "cuda", "tiny")
+
+
+# ---------------------------------------------------------------- progress bar
+
+
+class Progress:
+    """`[#####-----]  12/120  quant_matmul m=4 ...  1m05s left` on stderr, redrawn in place."""
+
+    def __init__(self, total: int, enabled: bool = True, width: int = 24, stream=None):
+        self.total, self.enabled, self.width = total, enabled, width
+        self.stream = stream or sys.stderr
+        self.t0 = time.perf_counter()
+        self.done = 0
+
+    def update(self, done: int, label: str = "") -> None:
+        self.done = done
+        if not self.enabled:
+            return
+        frac = done / max(self.total, 1)
+        fill = int(round(frac * self.width))
+        el = time.perf_counter() - self.t0
+        eta = el / done * (self.total - done) if done else 0.0
+        line = (f"\r[{'#' * fill}{'-' * (self.width - fill)}] {done:>4}/{self.total} {label[:48]:<48} "
+                f"{int(eta // 60)}m{int(eta % 60):02d}s left")
+        self.stream.write(line)
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            el = time.perf_counter() - self.t0
+            self.stream.write(f"\r{' ' * (self.width + 90)}\r{self.done}/{self.total} cases in {el:.1f} s\n")
+            self.stream.flush()
+
+
+# ---------------------------------------------------------------- measuring one case
+
+
+_TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "int8", "fp8": "float8_e4m3fn",
+                 "tf32": "float32"}
+
+
+def _dtype(name: str):
+    import torch
+    return getattr(torch, _TORCH_DTYPES[name])
+
+
+def _label(p) -> str:
+    if p.kernel == "quant_matmul":
+        g = f"g{p.group_size}" if p.group_size else ""
+        return f"matmul {p.weight_format}{g} m={p.m} {p.n}x{p.k}"
+    if p.kernel == "paged_attention":
+        return f"attention {p.kv_dtype} b={p.batch} ctx={max(p.context_lens)}"
+    if p.kernel == "decode_step":
+        return f"step {p.config} {p.weight_format} b={p.batch} ctx={max(p.context_lens)}"
+    if p.kernel == "stream":
+        return f"stream {p.op}"
+    return f"gemm {p.dtype} n={p.n}"
+
+
+def flush_bytes_for(device) -> int:
+    """2 x the last-level cache: the host LLC (CPU) or the GPU's L2."""
+    import torch
+
+    from .timing import llc_bytes
+    if device.type == "cuda":
+        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 64 * MiB
+        return 2 * int(l2)
+    return 2 * (llc_bytes() or 32 * MiB)
+
+
+class _StackCache:
+    """The decode stack of the previous case, reused while config/format/dtype stay the same."""
+
+    def __init__(self):
+        self.key, self.stack = None, None
+
+    def get(self, p, device, num_blocks):
+        from .kernels.decode_step import DecodeStackConfig, build_decode_stack
+
+        key = (p.config, p.hidden, p.n_heads, p.n_kv_heads, p.head_dim, p.intermediate, p.n_layers,
+               p.weight_format, p.dtype, p.group_size, p.block_size)
+        if key != self.key or self.stack.k_caches[0].shape[0] < num_blocks:
+            self.stack = None  # free the old one first
+            cfg = DecodeStackConfig(p.hidden, p.n_heads, p.n_kv_heads, p.head_dim, p.intermediate, p.n_layers)
+            fmt = "dense" if p.weight_format in ("fp32", "bf16", "fp16") else p.weight_format
+            self.stack = build_decode_stack(cfg, fmt, _dtype(p.dtype), device, seed=0, num_blocks=num_blocks,
+                                            block_size=p.block_size, group_size=p.group_size or 128)
+            self.key = key
+        return self.stack
+
+
+class _LinearCache:
+    def __init__(self):
+        self.key, self.lin = None, None
+
+    def get(self, p, device):
+        import torch
+
+        from .kernels.quant_matmul import QuantizedLinear
+        key = (p.n, p.k, p.weight_format, p.act_dtype, p.group_size)
+        if key != self.key:
+            self.lin = None
+            gen = torch.Generator(device=device).manual_seed(p.n * 31 + p.k)  # generated where it runs: fast
+            w = torch.randn(p.n, p.k, generator=gen, device=device) / math.sqrt(p.k)
+            self.lin = QuantizedLinear.from_float(w, p.weight_format, act_dtype=_dtype(p.act_dtype), device=device,
+                                                  group_size=p.group_size or 128)
+            self.key = key
+        return self.lin
+
+
+def _block_table(context_lens, block_size, device, seed):
+    """Each sequence owns ceil(ctx / block_size) blocks, handed out in a random order (paged, not contiguous)."""
+    import torch
+    per = [math.ceil(c / block_size) for c in context_lens]
+    total = sum(per)
+    perm = torch.randperm(total, generator=torch.Generator().manual_seed(seed))
+    table = torch.zeros((len(per), max(per)), dtype=torch.int32)
+    at = 0
+    for b, n in enumerate(per):
+        table[b, :n] = perm[at:at + n].to(torch.int32)
+        at += n
+    return table.to(device), total
+
+
+def _prepare(p, device, stacks: _StackCache, linears: _LinearCache) -> tuple[Callable[[], object], Work]:
+    """The call to time and its exact work."""
+    import torch
+
+    if p.kernel == "stream":
+        n = p.array_bytes // 4
+        a = torch.ones(n, dtype=torch.float32, device=device)
+        b = torch.empty_like(a)
+        if p.op == "copy":
+            return (lambda: b.copy_(a)), Work(flops=0, other_bytes=2 * n * 4)
+        c = torch.full_like(a, 2.0)
+        return (lambda: torch.add(b, c, alpha=3.0, out=a)), Work(flops=2 * n, other_bytes=3 * n * 4)
+    if p.kernel == "gemm_peak":
+        gen = torch.Generator(device=device).manual_seed(p.n)
+        x = torch.randn(p.n, p.n, generator=gen, device=device).to(_dtype(p.dtype))
+        y = torch.randn(p.n, p.n, generator=gen, device=device).to(_dtype(p.dtype))
+        el = _dtype(p.dtype).itemsize
+        return (lambda: torch.mm(x, y)), Work(flops=2 * p.n ** 3, act_in_bytes=2 * p.n * p.n * el,
+                                              act_out_bytes=p.n * p.n * el)
+    if p.kernel == "quant_matmul":
+        from .kernels.quant_matmul import matmul_flops
+        lin = linears.get(p, device)
+        if p.weight_format == "int4" and not lin.use_fused:
+            raise RuntimeError("no fused int4 kernel for this shape/dtype (would time dequantize + matmul)")
+        x = torch.randn(p.m, p.k, generator=torch.Generator().manual_seed(p.m)).to(device, _dtype(p.act_dtype))
+        bm = lin.bytes_moved(p.m)
+        return (lambda: lin(x)), Work(flops=matmul_flops(p.m, p.n, p.k), weight_bytes=bm.weight_bytes,
+                                      scale_bytes=bm.scale_bytes, zero_bytes=bm.zero_bytes,
+                                      act_in_bytes=bm.act_in_bytes, act_out_bytes=bm.out_bytes)
+    if p.kernel == "paged_attention":
+        from .kernels.paged_attention import paged_attention_cost, paged_decode_attention, quantize_kv_cache
+        table, nblocks = _block_table(p.context_lens, p.block_size, device, seed=sum(p.context_lens))
+        shape = (nblocks, p.block_size, p.num_kv_heads, p.head_dim)
+        gen = torch.Generator(device=device).manual_seed(nblocks)
+        kvd, qd = _dtype(p.kv_dtype), _dtype(p.q_dtype)
+        if p.kv_dtype in ("int8", "fp8"):
+            k, ks = quantize_kv_cache(torch.randn(shape, generator=gen, device=device), kvd)
+            v, vs = quantize_kv_cache(torch.randn(shape, generator=gen, device=device), kvd)
+        else:
+            k = torch.randn(shape, generator=gen, dtype=kvd, device=device)
+            v = torch.randn(shape, generator=gen, dtype=kvd, device=device)
+            ks = vs = None
+        q = torch.randn(p.batch, p.num_q_heads, p.head_dim, generator=gen, device=device).to(qd)
+        ctx = torch.tensor(p.context_lens, dtype=torch.int32, device=device)
+        cost = paged_attention_cost(p.context_lens, p.num_q_heads, p.num_kv_heads, p.head_dim, kvd, qd, p.block_size)
+
+        def call():
+            return paged_decode_attention(q, k, v, table, ctx, k_scale=ks, v_scale=vs, backend=p.backend)
+        return call, Work(flops=cost.flops, kv_bytes=cost.kv_bytes, scale_bytes=cost.scale_bytes,
+                          other_bytes=cost.block_table_bytes, act_in_bytes=cost.q_bytes, act_out_bytes=cost.out_bytes)
+    if p.kernel == "decode_step":
+        table, nblocks = _block_table(p.context_lens, p.block_size, device, seed=sum(p.context_lens))
+        stack = stacks.get(p, device, nblocks)
+        dt = _dtype(p.dtype)
+        x = torch.randn(p.batch, p.hidden, generator=torch.Generator().manual_seed(1)).to(device, dt)
+        ctx = torch.tensor(p.context_lens, dtype=torch.int32, device=device)
+        w = s = z = 0
+        for lw in stack.layers:
+            for lin in (lw.wqkv, lw.wo, lw.w13, lw.w2):
+                bm = lin.bytes_moved(p.batch)
+                w, s, z = w + bm.weight_bytes, s + bm.scale_bytes, z + bm.zero_bytes
+        el = dt.itemsize
+        tokens = sum(p.context_lens)
+        kv = p.n_layers * 2 * tokens * p.n_kv_heads * p.head_dim * el  # read (the new token included)
+        kv += p.n_layers * 2 * p.batch * p.n_kv_heads * p.head_dim * el  # the new token's K, V written
+        q_dim = p.n_heads * p.head_dim
+        proj = p.hidden * (q_dim + 2 * p.n_kv_heads * p.head_dim) + q_dim * p.hidden + 3 * p.hidden * p.intermediate
+        flops = p.n_layers * (2 * p.batch * proj + 4 * tokens * p.n_heads * p.head_dim)
+        return (lambda: stack.step(x, table, ctx)), Work(
+            flops=flops, weight_bytes=w, scale_bytes=s, zero_bytes=z, kv_bytes=kv,
+            act_in_bytes=p.batch * p.hidden * el, act_out_bytes=p.batch * p.hidden * el,
+            other_bytes=int(table.numel()) * 4)
+    raise PlannerError(f"unknown kernel {p.kernel}")
+
+
+def _is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    name = type(exc).__name__
+    return name == "OutOfMemoryError" or "out of memory" in str(exc).lower() or "can't allocate" in str(exc).lower()
+
+
+def _reps(fn, pr: Preset, device, sync) -> int:
+    """Reps for this call: about pr.budget_s of timed work, between pr.min_reps and pr.reps."""
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    dt = time.perf_counter() - t0
+    return max(pr.min_reps, min(pr.reps, int(pr.budget_s / max(dt, 1e-6))))
+
+
+# ---------------------------------------------------------------- the sweep
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _spec_for(device_id: str, ceiling_records: list[Record]):
+    """The committed spec for this device id if there is one, else the spec of this run's ceilings."""
+    from planner.hardware import load_hardware, parse_hardware, spec_paths
+
+    from .localspec import spec_from_records
+    if device_id in spec_paths():
+        return load_hardware(device_id)
+    try:
+        return parse_hardware(spec_from_records(ceiling_records, device_id), f"measured spec {device_id}")
+    except PlannerError:
+        return None
+
+
+def run_sweep(preset_name: str = "cpu", device: str | None = None, out_dir: str | Path | None = None,
+              device_id: str | None = None, flush: bool = True, progress: bool | None = None,
+              limit: int | None = None, cases: list | None = None) -> Path:
+    """Run a preset (or explicit ``cases``) and return the path of the run's JSONL file.
+
+    ``out_dir``: records go to ``<out_dir>/<device-id>/<run-id>.jsonl`` (default validate/records/).
+    ``limit``: run only the first N cases (after the ceilings) -- for quick checks.
+    ``progress``: draw the bar on stderr (default: when stderr is a terminal).
+    """
+    import torch
+
+    from .predict import predict
+    from .timing import device_fingerprint
+
+    pr = preset(preset_name)
+    dev = torch.device(device or pr.device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise PlannerError("--device: cuda requested but torch sees no CUDA device")
+    if dev.type == "cpu":
+        torch.set_num_threads(os.cpu_count() or 1)
+    todo = list(cases) if cases is not None else list(pr.cases)
+    if limit is not None:
+        ceil = [c for c in todo if c.kernel in ("stream", "gemm_peak")]
+        rest = [c for c in todo if c.kernel not in ("stream", "gemm_peak")]
+        todo = ceil + rest[:limit]
+    fp = device_fingerprint(dev)
+    fp["preset"] = pr.name
+    dev_id = device_id or device_id_from_fingerprint(fp)
+    run_id = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{pr.name}"
+    path = Path(out_dir or RECORDS_DIR) / dev_id / f"{run_id}.jsonl"
+    writer = RecordWriter(path)
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
+    flush_b = flush_bytes_for(dev) if flush else None
+    bar = Progress(len(todo), sys.stderr.isatty() if progress is None else progress)
+    stacks, linears = _StackCache(), _LinearCache()
+    spec = None
+    from .timing import time_fn
+    try:
+        for i, p in enumerate(todo):
+            bar.update(i, _label(p))
+            if spec is None and p.kernel not in ("stream", "gemm_peak"):
+                spec = _spec_for(dev_id, writer.records)
+            base = dict(run_id=run_id, created=_now(), device_id=dev_id, fingerprint=fp, params=p)
+            try:
+                fn, work = _prepare(p, dev, stacks, linears)
+                reps = _reps(fn, pr, dev, sync)
+                st = time_fn(fn, warmup=max(pr.warmup - 1, 0), reps=reps, device=dev, flush_bytes=flush_b)
+                measured = Measured(**st, warmup=pr.warmup, threads=torch.get_num_threads())
+                sec = measured.median_ms * 1e-3
+                rec = Record(**base, status="ok", work=work, measured=measured,
+                             achieved_gbs=work.total_bytes / sec / 1e9, achieved_tflops=work.flops / sec / 1e12)
+                if spec is not None:
+                    pred = predict([rec], spec, "auto")[0]
+                    if pred is not None:
+                        rec = rec.model_copy(update={"prediction": pred})
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any failure of one configuration is recorded, sweep goes on
+                status = "oom" if _is_oom(exc) else "error"
+                rec = Record(**base, status=status, message=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+                             if str(exc) else type(exc).__name__)
+                if dev.type == "cuda":
+                    torch.cuda.empty_cache()
+            writer.append(rec)
+        bar.update(len(todo), "done")
+    except KeyboardInterrupt:
+        bar.close()
+        print(f"interrupted: {len(writer.records)} records kept in {path}", file=sys.stderr)
+        raise
+    bar.close()
+    return path
