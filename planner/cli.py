@@ -16,6 +16,11 @@ import sys
 _EXTENSIONS = ("validate.cli", "planner.cli_serving", "planner.cli_accuracy")
 
 
+# optional dependencies -> the extra that installs them (pyproject.toml)
+_EXTRAS = {"torch": "harness", "pynvml": "harness", "triton": "harness", "streamlit": "ui", "altair": "report",
+           "vl_convert": "report", "selenium": "test"}
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse prints usage + message by default)
         self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
@@ -244,6 +249,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except ModuleNotFoundError as exc:  # an optional dependency this command needs
+        extra = _EXTRAS.get((exc.name or "").split(".")[0])
+        hint = f"pip install -e '.[{extra}]'" if extra else f"pip install {exc.name}"
+        print(f"error: this command needs {exc.name}, which is not installed: {hint}", file=sys.stderr)
+        return 2
     except OSError as exc:  # an output path that cannot be written, a disk full: one line, never a traceback
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
         print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)

@@ -149,3 +149,20 @@ def test_yaml_never_executes_code(tmp_path, capsys):
     dev.write_text("id: !!python/object/apply:os.system ['echo pwned']\n")
     code, out, err = run(capsys, "estimate", "-m", "llama-2-7b", "-H", str(dev))
     assert code == 2 and "malformed YAML" in err and "pwned" not in out
+
+
+def test_missing_optional_dependency_is_one_line(monkeypatch, capsys):
+    # a command whose optional dependency is absent says which extra installs it (no traceback)
+    import planner.cli as cli
+
+    def needs_torch(args):
+        raise ModuleNotFoundError("No module named 'torch'", name="torch")
+
+    monkeypatch.setattr(cli, "cmd_hardware", needs_torch)
+    parser = cli.build_parser()
+    args = parser.parse_args(["hardware", "list"])
+    args.func = needs_torch
+    monkeypatch.setattr(cli, "build_parser", lambda: type("P", (), {"parse_args": lambda self, a: args})())
+    assert main(["hardware", "list"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "error: this command needs torch, which is not installed: pip install -e '.[harness]'"
