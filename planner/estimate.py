@@ -6,6 +6,8 @@ Nothing here prints; report.py renders an Estimate.
 
 from __future__ import annotations
 
+import math
+
 from pydantic import BaseModel, ConfigDict
 
 from .architecture import ModelArch, load_model
@@ -237,6 +239,11 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         verdict = f"does not fit: needs {mb.total_bytes / GB:.2f} GB of {cap / GB:.2f} GB usable"
         if engine != "none":
             verdict += f" ({engine}: KV pool holds {ek.max_concurrency:.1f} sequences of {context} tokens, batch {batch})"
+        if mb.weights_bytes + ovh > cap:  # the weights alone need several devices
+            n_min = math.ceil(mb.weights_bytes / (cap - ovh)) if cap > ovh else None
+            if n_min and n_min <= 1024:
+                warnings.append(f"the weights alone need at least {n_min} x {spec.id} (tensor/pipeline parallel); "
+                                f"`planner plan --model {m.name} --hardware {spec.id}` sizes the deployment")
     memory = MemoryReport(
         weights_gb=mb.weights_bytes / GB, kv_cache_gb=mb.kv_cache_bytes / GB, activations_gb=mb.activations_bytes / GB,
         overhead_gb=mb.overhead_bytes / GB, total_gb=mb.total_bytes / GB, capacity_gb=cap / GB,

@@ -72,8 +72,7 @@ def estimate_text(e: Estimate) -> str:
         else:
             lines.append(f"Ranges: p10-p90 of measured / predicted speed for {e.intervals.runtime} on "
                          f"{e.intervals.hardware_class} ({e.intervals.source})")
-    lines += [f"warning: {w}" for w in e.warnings]
-    return "\n".join(lines)
+    return "\n".join(lines)  # warnings go to stderr (planner/cli.py), once, in every output mode
 
 
 def ops_text(e: Estimate, stage: str) -> str:
