@@ -12,10 +12,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .errors import PlannerError, pydantic_one_line, unknown_id
-from .io import read_yaml
+from .errors import PlannerError, unknown_id
+from .io import read_yaml, validated
 
 DType = Literal["fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4", "fp4"]
 DTYPES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4", "fp4")
@@ -201,10 +201,7 @@ def list_hardware_ids() -> list[str]:
 
 
 def parse_hardware(data: dict, where: str) -> HardwareSpec:
-    try:
-        return HardwareSpec.model_validate(data)
-    except ValidationError as exc:
-        raise pydantic_one_line(f"hardware spec {where}", exc) from None
+    return validated(HardwareSpec, data, f"hardware spec {where}")
 
 
 @lru_cache(maxsize=256)
@@ -243,11 +240,7 @@ class _EfficiencyDefaults(_Frozen):
 
 @lru_cache(maxsize=1)
 def efficiency_defaults() -> _EfficiencyDefaults:
-    data = read_yaml(EFFICIENCY_DEFAULTS_PATH)
-    try:
-        return _EfficiencyDefaults.model_validate(data)
-    except ValidationError as exc:
-        raise pydantic_one_line(str(EFFICIENCY_DEFAULTS_PATH), exc) from None
+    return validated(_EfficiencyDefaults, read_yaml(EFFICIENCY_DEFAULTS_PATH), str(EFFICIENCY_DEFAULTS_PATH))
 
 
 def default_efficiency(spec: HardwareSpec, unit: ComputeUnit) -> Efficiency:

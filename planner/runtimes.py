@@ -24,11 +24,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import PlannerError, pydantic_one_line
+from .errors import PlannerError
 from .hardware import SPECS_DIR, ComputeUnit, Efficiency, HardwareSpec, UnitKind
-from .io import read_yaml
+from .io import read_yaml, validated
 
 RUNTIMES_DIR = Path(os.environ.get("PLANNER_RUNTIMES_DIR", SPECS_DIR / "runtimes"))
 Regime = Literal["decode", "prefill", "throughput"]
@@ -112,10 +112,7 @@ def list_runtime_ids() -> list[str]:
 
 
 def parse_runtime(data: dict, where: str) -> RuntimeProfile:
-    try:
-        return RuntimeProfile.model_validate(data)
-    except ValidationError as exc:
-        raise pydantic_one_line(f"runtime profile {where}", exc) from None
+    return validated(RuntimeProfile, data, f"runtime profile {where}")
 
 
 @lru_cache(maxsize=32)
@@ -154,10 +151,7 @@ class DefaultIntervals(_Frozen):
 def _default_intervals() -> DefaultIntervals | None:
     if not DEFAULT_INTERVALS_PATH.exists():
         return None
-    try:
-        return DefaultIntervals.model_validate(read_yaml(DEFAULT_INTERVALS_PATH))
-    except ValidationError as exc:
-        raise pydantic_one_line(str(DEFAULT_INTERVALS_PATH), exc) from None
+    return validated(DefaultIntervals, read_yaml(DEFAULT_INTERVALS_PATH), str(DEFAULT_INTERVALS_PATH))
 
 
 def default_interval_class() -> RuntimeClass | None:

@@ -25,6 +25,7 @@ import yaml
 from .architecture import ModelArch, from_hf_config, load_model
 from .efficiency import CALIBRATION_DIR, resolve_efficiency
 from .errors import PlannerError
+from .io import parse_json_text, parse_yaml_text
 from .estimate import Estimate, estimate
 from .hardware import REPO_ROOT, HardwareSpec, load_hardware, parse_hardware
 from .ops import decode_ops
@@ -54,29 +55,14 @@ def _text(data: bytes | str, where: str) -> str:
 
 def parse_model_upload(data: bytes | str, filename: str = "config.json") -> ModelArch:
     """A Hugging Face config.json (bytes or text) -> ModelArch; malformed JSON is a one-line PlannerError."""
-    text = _text(data, filename)
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PlannerError(f"{filename}: malformed JSON: {exc.msg} at line {exc.lineno}") from None
-    if not isinstance(cfg, dict):
-        raise PlannerError(f"{filename}: expected a JSON object at the top level, got {type(cfg).__name__}")
+    cfg = parse_json_text(_text(data, filename), filename)
     stem = Path(filename).stem
     return from_hf_config(cfg, name=stem if stem != "config" else "uploaded-model", where=filename)
 
 
 def parse_hardware_upload(data: bytes | str, filename: str = "hardware.yaml") -> HardwareSpec:
     """A hardware spec YAML (bytes or text) -> HardwareSpec, validated by the same schema as hardware_specs/."""
-    text = _text(data, filename)
-    try:
-        spec = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise PlannerError(f"{filename}: malformed YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
-    if not isinstance(spec, dict):
-        raise PlannerError(f"{filename}: expected a mapping at the top level, got {type(spec).__name__}")
-    return parse_hardware(spec, filename)
+    return parse_hardware(parse_yaml_text(_text(data, filename), filename), filename)
 
 
 def resolve_model(ref: ModelRef) -> ModelArch:

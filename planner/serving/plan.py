@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import PlannerError
-from .engine import ServingConfig, engine_requests, meets_slo
+from .engine import engine_requests, meets_slo
 from .parallelism import check_tp, node_for, tp_step_time_s
 from .scenarios import Scenario, get_scenario
 from .simulator import EngineLimits, run_engine, summarize

@@ -152,7 +152,7 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
 
         if chunked and (prefilling or can_admit):
             room = budget_tokens - b
-            pieces_n, pieces_p, done_now = [], [], []
+            pieces_n, pieces_p = [], []
             for item in prefilling:
                 if room <= 0:
                     break

@@ -155,7 +155,7 @@ def test_uploads_good_and_malformed():
     at.run()
     no_failure(at)
     errors = [e.value for e in at.error]
-    assert len(errors) == 1 and "config.json: malformed JSON" in errors[0] and "\n" not in errors[0]
+    assert len(errors) == 1 and "malformed JSON in config.json" in errors[0] and "\n" not in errors[0]
     assert metric_values(at, "Time per output token")[0] != "—"  # the page still answers (catalog model)
 
     at.file_uploader(key="model_upload").set_value(("config.json", b'{"model_type": "gpt2"}', "application/json"))
@@ -175,7 +175,7 @@ def test_uploads_good_and_malformed():
     at.run()
     no_failure(at)
     errors = [e.value for e in at.error]
-    assert any("bad.yaml: malformed YAML" in e for e in errors), errors
+    assert any("malformed YAML in bad.yaml" in e for e in errors), errors
     assert any("nomem.yaml" in e and "memory" in e for e in errors), errors
     assert len(metric_values(at, "TTFT")) == 1  # the catalog device still answers
 

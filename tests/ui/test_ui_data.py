@@ -100,13 +100,13 @@ def test_roofline_frames_by_hand(llama8b, h100):
 
 
 def test_uploads_parse_or_fail_in_one_line():
-    with pytest.raises(PlannerError, match=r"^config.json: malformed JSON"):
+    with pytest.raises(PlannerError, match=r"^malformed JSON in config.json"):
         ud.parse_model_upload(b"{oops", "config.json")
     with pytest.raises(PlannerError, match="expected a JSON object"):
         ud.parse_model_upload(b"[1, 2]", "config.json")
     with pytest.raises(PlannerError, match="not UTF-8"):
         ud.parse_model_upload(b"\xff\xfe{", "config.json")
-    with pytest.raises(PlannerError, match=r"^x.yaml: malformed YAML line 1"):
+    with pytest.raises(PlannerError, match=r"^malformed YAML in x.yaml line \d+"):
         ud.parse_hardware_upload(b"id: [", "x.yaml")
     with pytest.raises(PlannerError, match="expected a mapping"):
         ud.parse_hardware_upload(b"- a\n- b\n", "x.yaml")
