@@ -94,8 +94,8 @@ def headline(e: Estimate) -> dict:
         "ttft_ms_range": (e.prefill.latency_ms_low, e.prefill.latency_ms_high),
         "tpot_ms_range": (e.decode.latency_ms_per_token_low, e.decode.latency_ms_per_token_high),
         "tok_s_total_range": (e.decode.tokens_per_s_total_low, e.decode.tokens_per_s_total_high),
-        "range_source": None if e.intervals is None else (e.intervals.runtime if e.runtime is None else
-                                                          f"{e.runtime} profile ({e.intervals.hardware_class})"),
+        "range_source": None if e.intervals is None else ("the kind-default efficiencies" if e.runtime is None else
+                                                          f"the {e.runtime} profile ({e.intervals.hardware_class})"),
     }
 
 
@@ -397,4 +397,7 @@ def batching_tradeoff(m: ModelArch, spec: HardwareSpec, weights: str, kv: str, p
     """'batch 1, 8, 32, 64: latency per step, requests/s' for one device (planner.serving.batching_table)."""
     from .serving import batching_table
 
-    return batching_table(m, spec, (1, 8, 32, 64, 128, 256), prompt, output, weights, kv, efficiency)
+    df = batching_table(m, spec, (1, 8, 32, 64, 128, 256), prompt, output, weights, kv, efficiency)
+    return df.rename(columns={"ttft_ms": "TTFT (ms)", "step_ms": "step = TPOT (ms)", "e2e_s": "end-to-end (s)",
+                              "requests_per_s": "requests/s", "output_tokens_per_s": "output tok/s",
+                              "power": "power (req/s per s)", "total_gb": "memory (GB)"})
