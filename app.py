@@ -23,7 +23,7 @@ import streamlit as st
 from planner import ui_data as ud
 from planner.architecture import list_model_ids
 from planner.errors import PlannerError
-from planner.estimate import Estimate, estimate
+from planner.estimate import Estimate
 from planner.hardware import HardwareSpec, list_hardware_ids
 from planner.quantization import KV_DTYPE_BYTES, WEIGHT_FORMATS, weight_format
 
@@ -38,7 +38,10 @@ DEFAULTS = {"model": "llama-3.1-8b", "hardware": ["h100-sxm", "rtx-4090"], "weig
 QUERY_KEYS = {"model": "model", "hardware": "hardware", "weights": "weights", "kv": "kv_dtype", "batch": "batch",
               "prompt": "prompt", "output": "output", "eff": "efficiency"}
 EFFICIENCY_LABELS = {"auto": "calibrated (if a calibration file exists, else defaults)",
-                     "default": "defaults (device spec / unit kind)", "datasheet": "datasheet peaks (efficiency 1.0)"}
+                     "default": "defaults (device spec / unit kind)", "datasheet": "datasheet peaks (efficiency 1.0)",
+                     "runtime:llamacpp": "llama.cpp (fitted runtime profile)",
+                     "runtime:trtllm": "TensorRT-LLM (fitted runtime profile)",
+                     "runtime:gpt-fast": "gpt-fast / torch.compile (fitted runtime profile)"}
 
 
 # ---------------------------------------------------------------- cached computations (keyed by hashable inputs)
@@ -46,8 +49,8 @@ EFFICIENCY_LABELS = {"auto": "calibrated (if a calibration file exists, else def
 
 @st.cache_data(max_entries=1024, show_spinner=False)
 def cached_estimate(model_ref, hw_ref, weights, kv, batch, prompt, output, eff) -> Estimate:
-    return estimate(ud.resolve_model(model_ref), ud.resolve_hardware(hw_ref), weights, kv, batch, prompt, output,
-                    efficiency=eff)
+    return ud.ui_estimate(ud.resolve_model(model_ref), ud.resolve_hardware(hw_ref), weights, kv, batch, prompt, output,
+                          eff)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
@@ -237,7 +240,10 @@ def render_sidebar(model_ids: list[str], hw_ids: list[str]) -> Inputs | None:
         st.slider("Batch size (concurrent sequences)", 1, BATCH_MAX, key="batch")
         st.number_input("Prompt length (tokens)", min_value=1, max_value=LENGTH_MAX, step=128, key="prompt")
         st.number_input("Output length (tokens)", min_value=1, max_value=LENGTH_MAX, step=32, key="output")
-        st.radio("Efficiencies", list(EFFICIENCY_LABELS), key="efficiency", format_func=EFFICIENCY_LABELS.get)
+        st.radio("Efficiencies (or the serving runtime)", list(EFFICIENCY_LABELS), key="efficiency",
+                 format_func=EFFICIENCY_LABELS.get,
+                 help="A runtime profile is fitted to published measurements of that runtime and gives its own "
+                      "p10-p90 range; devices of a class it was not fitted on say so.")
         st.caption("The address bar carries these inputs: copy it to share this sizing (uploads are not in the link).")
 
     catalog_model = st.session_state["model"]

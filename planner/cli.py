@@ -141,7 +141,7 @@ def cmd_sweep(args) -> int:
 
     t0 = time.perf_counter()
     df = sweep(args.models, args.hardware, args.weights, args.batch, args.prompt, args.output, args.kv_dtype,
-               efficiency=efficiency_mode(args))
+               efficiency=efficiency_mode(args), runtime=args.runtime)
     dt = time.perf_counter() - t0
     out = args.out
     if out is None:
@@ -219,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt", type=int_list, default=[512], help="comma-separated prompt lengths")
     p.add_argument("--output", type=int_list, default=[128], help="comma-separated output lengths")
     p.add_argument("--out", default=None, help="write .csv, .json or .md (default: print)")
+    p.add_argument("--runtime", default=None, help="serving runtime profile: llamacpp, trtllm, gpt-fast")
     eff = p.add_mutually_exclusive_group()
     eff.add_argument("--no-calibration", action="store_true")
     eff.add_argument("--datasheet", action="store_true")

@@ -56,12 +56,19 @@ def _stack(devs) -> _StackedDevice:
 
 
 def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), outputs=(128,), kv_dtype="fp16",
-          efficiency="auto", flash_attention=True):
+          efficiency="auto", flash_attention=True, runtime=None):
     """Evaluate the full grid; returns a pandas DataFrame with one row per configuration.
 
     models / hardware: catalog ids or paths, or already-built ModelArch / HardwareSpec objects (uploads).
+    runtime: a runtime profile id (llamacpp, trtllm, gpt-fast): its fitted efficiency and its unit, as `estimate`
+    does; devices whose class the profile does not cover get no rows.
     """
     import pandas as pd
+
+    prof = None
+    if runtime is not None:
+        from .runtimes import load_runtime
+        prof = load_runtime(runtime)
 
     for name, vals in (("batch", batches), ("prompt", prompts), ("output", outputs)):
         if not vals or any((not isinstance(v, (int, np.integer))) or v < 1 for v in vals):
@@ -79,10 +86,17 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
         devs, keep, pick = [], [], []
         for spec in specs:
             units = capable_units(spec, fmt)
+            if prof is not None:  # the runtime's own unit, as estimate() picks it
+                name = prof.default_unit(spec)
+                units = [u for u in units if u.name == name] if name else units
             if not units:
                 continue  # this device cannot run this format: no rows
+            try:
+                effs = [resolve_efficiency(spec, u, efficiency, prof) for u in units]
+            except PlannerError:
+                continue  # the runtime profile does not cover this device's class: no rows
             first = len(devs)
-            devs += [device_model(spec, u, fmt, resolve_efficiency(spec, u, efficiency)) for u in units]
+            devs += [device_model(spec, u, fmt, eff) for u, eff in zip(units, effs)]
             proxy = np.stack([unit_request_proxy_s(spec, u, fmt, P, O) for u in units])
             pick.append(first + np.argmin(proxy, axis=0))
             keep.append(spec)
@@ -118,6 +132,8 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
             "e2e_s": np.where(fits, ttft + dsum, np.nan).ravel(),
         }))
     if not frames:
-        raise PlannerError("sweep: no device in the grid runs any of the formats")
+        raise PlannerError("sweep: no device in the grid runs any of the formats"
+                           + (f" under the {prof.id} runtime profile (it covers: "
+                              f"{', '.join(c.key for c in prof.classes)})" if prof is not None else ""))
     return pd.concat(frames, ignore_index=True)
 

@@ -30,7 +30,7 @@ from .estimate import Estimate, estimate
 from .hardware import REPO_ROOT, HardwareSpec, load_hardware, parse_hardware
 from .ops import decode_ops
 from .quantization import kv_dtype as norm_kv, weight_format
-from .roofline import device_model, select_unit, step_bound, time_ops
+from .roofline import device_model, step_bound, time_ops
 
 # formats of the quantization comparison: 16-bit, 8-bit, 4-bit GPU formats and llama.cpp GGUF formats
 QUANT_FORMATS: tuple[str, ...] = ("fp16", "fp8", "int8", "int4-g128", "q8_0", "q4_k_m", "q4_0")
@@ -130,6 +130,20 @@ def memory_frame(estimates: list[Estimate]):
 
 # ---------------------------------------------------------------- sweeps
 
+RUNTIME_PREFIX = "runtime:"
+
+
+def split_efficiency(eff: str) -> tuple[str, str | None]:
+    """The UI's one efficiency choice -> (efficiency mode, runtime id): 'runtime:llamacpp' -> ('auto', 'llamacpp')."""
+    if eff.startswith(RUNTIME_PREFIX):
+        return "auto", eff[len(RUNTIME_PREFIX):]
+    return eff, None
+
+
+def ui_estimate(m, spec, weights, kv, batch, prompt, output, eff: str) -> Estimate:
+    mode, runtime = split_efficiency(eff)
+    return estimate(m, spec, weights, kv, batch, prompt, output, efficiency=mode, runtime=runtime)
+
 
 def batch_sweep(m: ModelArch, spec: HardwareSpec, weights: str, kv: str, prompt: int, output: int,
                 efficiency: str = "auto", batches=tuple(range(1, 257)), flash_attention: bool = True):
@@ -137,10 +151,17 @@ def batch_sweep(m: ModelArch, spec: HardwareSpec, weights: str, kv: str, prompt:
     from .sweep import sweep
 
     batches = tuple(int(b) for b in batches)
-    df = sweep([m], [spec], [weights], batches, [prompt], [output], kv, efficiency, flash_attention)
+    mode, runtime = split_efficiency(efficiency)
+    df = sweep([m], [spec], [weights], batches, [prompt], [output], kv, mode, flash_attention, runtime)
+    if df.empty:
+        return df
     fmt, kvd = weight_format(weights), norm_kv(kv)
-    u = select_unit(spec, fmt)
-    dev = device_model(spec, u, fmt, resolve_efficiency(spec, u, efficiency))
+    u = spec.unit(str(df["unit"].iloc[0]))
+    prof = None
+    if runtime is not None:
+        from .runtimes import load_runtime
+        prof = load_runtime(runtime)
+    dev = device_model(spec, u, fmt, resolve_efficiency(spec, u, mode, prof))
     B = df["batch"].to_numpy(dtype=np.float64)
     df["decode_bound"] = step_bound(time_ops(decode_ops(m, fmt, kvd, B, prompt, flash_attention), dev))
     df["tok_s_per_seq"] = 1e3 / df["tpot_ms"]
@@ -195,7 +216,8 @@ def context_sweep(m: ModelArch, spec: HardwareSpec, weights: str, kv: str, batch
     from .sweep import sweep
 
     prompts = context_points(m.max_position_embeddings, output, prompt)
-    df = sweep([m], [spec], [weights], [batch], prompts, [output], kv, efficiency, flash_attention)
+    mode, runtime = split_efficiency(efficiency)
+    df = sweep([m], [spec], [weights], [batch], prompts, [output], kv, mode, flash_attention, runtime)
     df["context"] = df["prompt"] + df["output"]
     df["tok_s_per_seq"] = 1e3 / df["tpot_ms"]
     return df
@@ -211,7 +233,7 @@ def quant_comparison(m: ModelArch, spec: HardwareSpec, kv: str, batch: int, prom
     for f in formats:
         fmt = weight_format(f)
         try:
-            e = estimate(m, spec, fmt.name, kv, batch, prompt, output, efficiency=efficiency)
+            e = ui_estimate(m, spec, fmt.name, kv, batch, prompt, output, efficiency)
         except PlannerError as exc:
             rows.append({"hardware": spec.id, "format": fmt.name, "bits_per_weight": fmt.bits_per_weight,
                          "fits": False, "note": str(exc)})
@@ -397,7 +419,7 @@ def batching_tradeoff(m: ModelArch, spec: HardwareSpec, weights: str, kv: str, p
     """'batch 1, 8, 32, 64: latency per step, requests/s' for one device (planner.serving.batching_table)."""
     from .serving import batching_table
 
-    df = batching_table(m, spec, (1, 8, 32, 64, 128, 256), prompt, output, weights, kv, efficiency)
+    df = batching_table(m, spec, (1, 8, 32, 64, 128, 256), prompt, output, weights, kv, split_efficiency(efficiency)[0])
     return df.rename(columns={"ttft_ms": "TTFT (ms)", "step_ms": "step = TPOT (ms)", "e2e_s": "end-to-end (s)",
                               "requests_per_s": "requests/s", "output_tokens_per_s": "output tok/s",
                               "power": "power (req/s per s)", "total_gb": "memory (GB)"})

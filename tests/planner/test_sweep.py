@@ -35,3 +35,17 @@ def test_decode_integration_matches_step_by_step_sum():
     dev = device_model(spec, u, f, resolve_efficiency(spec, u, "default"))
     brute = float(np.sum(decode_step_time_s(m, f, "fp16", dev, 8, 3500 + np.arange(999))))
     assert float(decode_sum_s(m, f, "fp16", dev, 8, 3500, 1000)) == pytest.approx(brute, rel=1e-3)
+
+
+def test_sweep_with_a_runtime_matches_estimate():
+    # the runtime's fitted efficiency and unit (llama.cpp on a Mac: the GPU, not the Neural Engine)
+    df = sweep(["llama-3.1-8b"], ["apple-m2-ultra", "rtx-4090"], ["q4_0"], [1, 4], [512], [128], runtime="llamacpp")
+    assert set(df["unit"]) == {"gpu"}
+    for _, r in df.iterrows():
+        e = estimate(r.model, r.hardware, r.weights, batch=int(r.batch), prompt=512, output=128, runtime="llamacpp")
+        assert r.tpot_ms == pytest.approx(e.decode.latency_ms_per_token, rel=1e-9)
+        assert r.ttft_ms == pytest.approx(e.prefill.latency_ms, rel=1e-9)
+    # a device class the profile was not fitted on gets no rows; a grid of only such devices is a one-line error
+    from planner.errors import PlannerError
+    with pytest.raises(PlannerError, match="runtime profile"):
+        sweep(["llama-3.1-8b"], ["mi300x"], ["fp16"], runtime="llamacpp")

@@ -290,3 +290,22 @@ def test_serving_section_plans_and_recomputes_on_a_tighter_target():
     for _, r in plan[plan["hardware"] == "rtx-4090"].iterrows():
         assert r["weights"] not in ("bf16", "fp16") or r["TP"] > 1
     assert not plan.equals(before)
+
+
+def test_runtime_profile_choice_changes_the_numbers_and_the_range():
+    # llama.cpp's fitted NVIDIA profile (hardware_specs/runtimes/llamacpp.yaml) replaces the kind defaults: the
+    # headline changes and its range comes from that profile; the shared link carries the choice
+    base = run_app({"hardware": "rtx-4090", "weights": "q4_k_m"})
+    at = run_app({"hardware": "rtx-4090", "weights": "q4_k_m", "eff": "runtime:llamacpp"})
+    no_failure(at)
+    assert at.radio(key="efficiency").value == "runtime:llamacpp"
+    assert metric_values(at, "Time per output token") != metric_values(base, "Time per output token")
+    assert any("llamacpp profile" in c.value for c in at.caption)
+    assert at.query_params["eff"] == ["runtime:llamacpp"] or at.query_params["eff"] == "runtime:llamacpp"
+
+
+@pytest.mark.parametrize("section", ["Batching", "Context length", "Quantization"])
+def test_sections_follow_the_runtime_profile(section):
+    at = run_app({"hardware": "rtx-4090", "weights": "q4_k_m", "eff": "runtime:llamacpp"}, section)
+    no_failure(at)
+    assert not at.error, [e.value for e in at.error]
