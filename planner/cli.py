@@ -55,6 +55,7 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", "-o", type=positive_int, default=128, help="output tokens per sequence")
     p.add_argument("--unit", default=None, help="compute unit of a system-on-chip (cpu, gpu, npu); default fastest")
     p.add_argument("--engine", default="none", help="KV sizing rules: none, vllm, trtllm, sglang, llamacpp")
+    p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree inside one node (default 1)")
     p.add_argument("--no-flash-attention", action="store_true", help="materialize the attention score matrix")
     p.add_argument("--runtime", default=None, help="serving runtime profile (llamacpp, trtllm, gpt-fast): fitted "
                    "efficiency and p10-p90 ranges (hardware_specs/runtimes/)")
@@ -76,7 +77,7 @@ def cmd_estimate(args) -> int:
 
     e = estimate(args.model, args.hardware, args.weights, args.kv_dtype, args.batch, args.prompt, args.output,
                  unit=args.unit, efficiency=efficiency_mode(args), engine=args.engine,
-                 flash_attention=not args.no_flash_attention, runtime=getattr(args, "runtime", None))
+                 flash_attention=not args.no_flash_attention, runtime=getattr(args, "runtime", None), tp=args.tp)
     if args.json:
         print(e.model_dump_json(indent=2))
     else:

@@ -15,7 +15,7 @@ from .efficiency import efficiency_origin, resolve_efficiency
 from .errors import PlannerError
 from .hardware import Efficiency, HardwareSpec, load_hardware, runtime_overhead_gb
 from .latency import decode_step_time_s, decode_sum_s
-from .memory import engine_kv, max_batch, max_context, memory_breakdown
+from .memory import MemoryBreakdown, engine_kv, max_batch, max_context, memory_breakdown
 from .ops import decode_ops, kv_bytes_per_sequence, kv_bytes_per_token, kv_bytes_per_token_per_layer, prefill_ops, totals
 from .quantization import WeightFormat, kv_dtype as norm_kv_dtype, weight_format
 from .roofline import DeviceModel, OpTime, device_model, select_unit, step_bound, step_time_s, time_ops
@@ -41,6 +41,10 @@ class OpReport(_Out):
 
 
 class MemoryReport(_Out):
+    """Per device: with tensor parallelism t, each of the t devices holds weights / t, KV / min(t, KV heads) (an MLA
+    latent is replicated), activations / t and its own runtime overhead."""
+
+    devices: int = 1
     weights_gb: float
     kv_cache_gb: float
     activations_gb: float
@@ -157,6 +161,7 @@ class Estimate(_Out):
     prompt: int
     output: int
     flash_attention: bool
+    tp: int = 1
     params_b: float
     active_params_b: float
     memory: MemoryReport
@@ -196,7 +201,7 @@ def _check_workload(batch: int, prompt: int, output: int):
 def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str = "fp16", kv_dtype: str = "fp16",
              batch: int = 1, prompt: int = 512, output: int = 128, unit: str | None = None,
              efficiency: str | Efficiency = "auto", engine: str = "none", flash_attention: bool = True,
-             runtime=None) -> Estimate:
+             runtime=None, tp: int = 1) -> Estimate:
     """Predict memory, TTFT, TPOT, throughput and bounds for one configuration.
 
     efficiency: 'auto' (calibration if present, else the device/kind default), 'default', 'datasheet' (1.0, no
@@ -207,8 +212,12 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
       speed_low = speed x p10, speed_high = speed x p90; latency_low = latency / p90, latency_high = latency / p10
     where p10/p90 are the profile's quantiles of measured / predicted speed for the regime (prefill figures:
     'prefill'; decode and end-to-end figures: 'decode' at batch 1, 'throughput' above; runtimes.interval_regime).
+    tp: tensor-parallel degree inside one node (Megatron-LM): memory per device, per-device operator costs and two
+    ring all-reduces per layer over the node's link (planner/serving/parallelism.py); tp = 1 is the single device.
     """
     _check_workload(batch, prompt, output)
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        raise PlannerError(f"--tp: must be an integer >= 1, got {tp!r}")
     m = model if isinstance(model, ModelArch) else load_model(model)
     spec = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
     fmt: WeightFormat = weight_format(weights)
@@ -227,43 +236,78 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     if context > m.max_position_embeddings:
         warnings.append(f"context {context} exceeds {m.name}'s maximum of {m.max_position_embeddings} tokens")
 
-    # memory
+    link, kv_ways = None, 1
+    if tp > 1:  # tensor parallelism inside one node
+        from .serving.parallelism import check_tp, kv_split, node_for
+        check_tp(m, tp)
+        node = node_for(spec)
+        if tp > node.gpus_per_node:
+            raise PlannerError(f"--tp: {tp} exceeds the {node.gpus_per_node} devices of a {node.id} node; "
+                               f"`planner plan` adds pipeline stages across nodes")
+        link, kv_ways = node.intra_link(), kv_split(m, tp)
+
+    def split(ops):
+        if tp == 1:
+            return ops
+        from .serving.parallelism import split_ops
+        return split_ops(ops, m, tp)
+
+    def tp_decode_step_s(b, past):
+        from .serving.parallelism import tp_step_time_s
+        return tp_step_time_s(m, fmt, kvd, dev, "decode", b, 1, past, tp, link, flash_attention)
+
+    step_s = tp_decode_step_s if tp > 1 else None
+
+    # memory, per device
     cap = spec.usable_capacity_gb * GB
     ovh = runtime_overhead_gb(spec) * GB
     mb = memory_breakdown(m, fmt, kvd, batch, prompt, output, cap, ovh, flash_attention)
-    ek = engine_kv(engine, m, fmt, kvd, batch, prompt, output, cap, ovh, flash_attention)
+    if tp > 1:
+        mb = MemoryBreakdown(mb.weights_bytes / tp, mb.kv_cache_bytes / kv_ways, mb.activations_bytes / tp,
+                             mb.overhead_bytes, mb.capacity_bytes)
+    ek = engine_kv(engine, m, fmt, kvd, batch, prompt, output, cap, ovh, flash_attention, tp=tp, kv_ways=kv_ways)
     fits = mb.fits if engine == "none" else ek.fits
+    per = "" if tp == 1 else f" per device (tensor parallel x{tp})"
     if fits:
-        verdict = f"fits: {mb.total_bytes / GB:.2f} GB of {cap / GB:.2f} GB usable"
+        verdict = f"fits: {mb.total_bytes / GB:.2f} GB of {cap / GB:.2f} GB usable{per}"
     else:
-        verdict = f"does not fit: needs {mb.total_bytes / GB:.2f} GB of {cap / GB:.2f} GB usable"
+        verdict = f"does not fit: needs {mb.total_bytes / GB:.2f} GB of {cap / GB:.2f} GB usable{per}"
         if engine != "none":
             verdict += f" ({engine}: KV pool holds {ek.max_concurrency:.1f} sequences of {context} tokens, batch {batch})"
         if mb.weights_bytes + ovh > cap:  # the weights alone need several devices
-            n_min = math.ceil(mb.weights_bytes / (cap - ovh)) if cap > ovh else None
+            n_min = math.ceil(mb.weights_bytes * tp / (cap - ovh)) if cap > ovh else None
             if n_min and n_min <= 1024:
-                warnings.append(f"the weights alone need at least {n_min} x {spec.id} (tensor/pipeline parallel); "
-                                f"`planner plan --model {m.name} --hardware {spec.id}` sizes the deployment")
+                warnings.append(f"the weights alone need at least {n_min} x {spec.id}; `--tp N` splits them inside a "
+                                f"node, `planner plan --model {m.name} --hardware {spec.id}` sizes the deployment")
     memory = MemoryReport(
-        weights_gb=mb.weights_bytes / GB, kv_cache_gb=mb.kv_cache_bytes / GB, activations_gb=mb.activations_bytes / GB,
+        devices=tp, weights_gb=mb.weights_bytes / GB, kv_cache_gb=mb.kv_cache_bytes / GB,
+        activations_gb=mb.activations_bytes / GB,
         overhead_gb=mb.overhead_bytes / GB, total_gb=mb.total_bytes / GB, capacity_gb=cap / GB,
         device_memory_gb=spec.memory.capacity_gb, fits=fits, verdict=verdict,
-        max_batch_at_context=max_batch(m, fmt, kvd, prompt, output, cap, ovh, flash_attention),
-        max_context_at_batch=max_context(m, fmt, kvd, batch, cap, ovh, flash_attention),
+        max_batch_at_context=max_batch(m, fmt, kvd, prompt, output, cap, ovh, flash_attention, tp, kv_ways),
+        max_context_at_batch=max_context(m, fmt, kvd, batch, cap, ovh, flash_attention, tp, kv_ways),
         model_max_context=m.max_position_embeddings)
     kv = KVReport(dtype=kvd, bytes_per_token=kv_bytes_per_token(m, kvd),
                   bytes_per_token_per_layer=kv_bytes_per_token_per_layer(m, kvd),
                   gb_per_sequence=float(kv_bytes_per_sequence(m, kvd, context)) / GB, total_gb=mb.kv_cache_bytes / GB)
 
-    # latency
-    p_times = time_ops(prefill_ops(m, fmt, kvd, batch, prompt, 0, flash_attention), dev)
-    ttft_s = float(step_time_s(p_times, dev))
+    # latency (per-device operators; with tensor parallelism plus two all-reduces per layer)
+    def comm_s(tokens):
+        if tp == 1:
+            return 0.0
+        from .serving.parallelism import tp_comm_time_s
+        return float(tp_comm_time_s(m, fmt, tokens, tp, link))
+
+    p_times = time_ops(split(prefill_ops(m, fmt, kvd, batch, prompt, 0, flash_attention)), dev)
+    ttft_s = float(step_time_s(p_times, dev)) + comm_s(batch * prompt)
     p_tot = totals([ot.op for ot in p_times])
-    d_first_ops = decode_ops(m, fmt, kvd, batch, prompt, flash_attention)
+    d_first_ops = split(decode_ops(m, fmt, kvd, batch, prompt, flash_attention))
     d_times = time_ops(d_first_ops, dev)
-    d_first = float(step_time_s(d_times, dev))
-    d_last = float(decode_step_time_s(m, fmt, kvd, dev, batch, prompt + max(output - 2, 0), flash_attention))
-    d_sum = float(decode_sum_s(m, fmt, kvd, dev, batch, prompt, output, flash_attention))
+    d_first = float(step_time_s(d_times, dev)) + comm_s(batch)
+    last_past = prompt + max(output - 2, 0)
+    d_last = float(step_s(batch, last_past) if step_s else decode_step_time_s(m, fmt, kvd, dev, batch, last_past,
+                                                                               flash_attention))
+    d_sum = float(decode_sum_s(m, fmt, kvd, dev, batch, prompt, output, flash_attention, step_s=step_s))
     tpot = d_sum / (output - 1) if output > 1 else d_first
     e2e = ttft_s + d_sum
     d_tot = totals(d_first_ops)
@@ -318,7 +362,7 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     b = m.param_breakdown()
     return Estimate(
         model=m.name, hardware=spec.id, hardware_name=spec.name, weights=fmt.name, kv_dtype=kvd, batch=batch,
-        prompt=prompt, output=output, flash_attention=flash_attention, params_b=b["total"] / 1e9,
+        prompt=prompt, output=output, flash_attention=flash_attention, tp=tp, params_b=b["total"] / 1e9,
         active_params_b=b["active"] / 1e9, memory=memory, kv_cache=kv, prefill=prefill, decode=decode,
         end_to_end=e2e_r, roofline=roof,
         engine=EngineReport(engine=ek.engine, kv_pool_gb=ek.kv_pool_bytes / GB, max_concurrency=ek.max_concurrency,

@@ -29,8 +29,10 @@ def decode_step_time_s(m, fmt, kv_dtype, dev: DeviceModel, batch, past, flash_at
     return step_time_s(time_ops(decode_ops(m, fmt, kv_dtype, batch, past, flash_attention), dev), dev)
 
 
-def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flash_attention=True, samples=32):
-    """Sum of the output-1 decode step times; arrays broadcast (a trailing axis of samples is added)."""
+def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flash_attention=True, samples=32,
+                 step_s=None):
+    """Sum of the output-1 decode step times; arrays broadcast (a trailing axis of samples is added).
+    step_s(batch, past) replaces the single-device step (tensor parallelism)."""
     B = np.asarray(batch, dtype=np.float64)[..., None]
     P = np.asarray(prompt, dtype=np.float64)[..., None]
     n = np.maximum(np.asarray(output, dtype=np.float64) - 1, 0)[..., None]
@@ -39,5 +41,6 @@ def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flas
     valid = j < k
     kk = np.where(k > 0, k, 1)
     past = P + np.floor((j + 0.5) * n / kk)  # bin midpoints; integer steps when n <= samples
-    t = decode_step_time_s(m, fmt, kv_dtype, dev, B, past, flash_attention)
+    t = (step_s(B, past) if step_s is not None
+         else decode_step_time_s(m, fmt, kv_dtype, dev, B, past, flash_attention))
     return np.sum(np.where(valid, t, 0.0), axis=-1) * (n[..., 0] / kk[..., 0])

@@ -77,22 +77,27 @@ def memory_breakdown(m, fmt, kv_dtype, batch, prompt, output, capacity_bytes, ov
     )
 
 
-def max_batch(m, fmt, kv_dtype, prompt, output, capacity_bytes, overhead_bytes, flash_attention=True) -> int:
-    """Largest batch whose weights + KV + activations + overhead fit (KV and activations are linear in batch)."""
-    free = capacity_bytes - weight_bytes(m, fmt) - overhead_bytes
-    per_seq = float(kv_bytes_per_sequence(m, kv_dtype, prompt + output)) + float(
-        activation_bytes_peak(m, fmt, 1, prompt, 0, flash_attention))
+def max_batch(m, fmt, kv_dtype, prompt, output, capacity_bytes, overhead_bytes, flash_attention=True, tp: int = 1,
+              kv_ways: int = 1) -> int:
+    """Largest batch whose weights + KV + activations + overhead fit (KV and activations are linear in batch).
+
+    Per device of a t-way tensor-parallel group: weights / t, activations / t, KV / kv_ways (KV heads split at most
+    t ways; an MLA latent is replicated), the runtime overhead on every device."""
+    free = capacity_bytes - weight_bytes(m, fmt) / tp - overhead_bytes
+    per_seq = float(kv_bytes_per_sequence(m, kv_dtype, prompt + output)) / kv_ways + float(
+        activation_bytes_peak(m, fmt, 1, prompt, 0, flash_attention)) / tp
     return max(0, int(free // per_seq)) if free > 0 else 0
 
 
-def max_context(m, fmt, kv_dtype, batch, capacity_bytes, overhead_bytes, flash_attention=True) -> int:
+def max_context(m, fmt, kv_dtype, batch, capacity_bytes, overhead_bytes, flash_attention=True, tp: int = 1,
+                kv_ways: int = 1) -> int:
     """Longest context (prompt + output tokens, the prompt taking all of it) that fits at this batch.
 
     Memory is monotone in the context, so bisect on integers; not capped at the model's maximum (reported apart).
     """
     def fits(c):
-        need = (weight_bytes(m, fmt) + overhead_bytes + batch * float(kv_bytes_per_sequence(m, kv_dtype, c))
-                + float(activation_bytes_peak(m, fmt, batch, c, 0, flash_attention)))
+        need = (weight_bytes(m, fmt) / tp + overhead_bytes + batch * float(kv_bytes_per_sequence(m, kv_dtype, c)) / kv_ways
+                + float(activation_bytes_peak(m, fmt, batch, c, 0, flash_attention)) / tp)
         return need <= capacity_bytes
     if not fits(1):
         return 0
@@ -117,7 +122,7 @@ class EngineKV:
 
 def engine_kv(engine: str, m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prompt: int, output: int,
               capacity_bytes: float, overhead_bytes: float, flash_attention: bool = True,
-              gpu_memory_utilization: float | None = None) -> EngineKV:
+              gpu_memory_utilization: float | None = None, tp: int = 1, kv_ways: int = 1) -> EngineKV:
     """The KV cache a serving engine will allocate, and how many requests of this length it holds.
 
     vllm:     blocks = (capacity * util - weights - peak activations of the profiling run - non-torch overhead)
@@ -128,14 +133,15 @@ def engine_kv(engine: str, m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch
     """
     if engine not in ENGINES:
         raise PlannerError(f"--engine: unknown engine '{engine}'; allowed: {', '.join(ENGINES)}")
-    W = weight_bytes(m, fmt)
+    # per device of a t-way tensor-parallel group (t = 1: the whole model on one device)
+    W = weight_bytes(m, fmt) / tp
     ctx = prompt + output
-    per_seq = float(kv_bytes_per_sequence(m, kv_dtype, ctx))
-    per_tok = kv_bytes_per_token(m, kv_dtype)
-    act = float(activation_bytes_peak(m, fmt, batch, prompt, 0, flash_attention))
+    per_seq = float(kv_bytes_per_sequence(m, kv_dtype, ctx)) / kv_ways
+    per_tok = kv_bytes_per_token(m, kv_dtype) / kv_ways
+    act = float(activation_bytes_peak(m, fmt, batch, prompt, 0, flash_attention)) / tp
     if engine == "vllm":
         util = gpu_memory_utilization or VLLM_GPU_MEMORY_UTILIZATION
-        prof = float(activation_bytes_peak(m, fmt, 1, VLLM_MAX_NUM_BATCHED_TOKENS, 0, flash_attention))
+        prof = float(activation_bytes_peak(m, fmt, 1, VLLM_MAX_NUM_BATCHED_TOKENS, 0, flash_attention)) / tp
         pool = capacity_bytes * util - W - prof - overhead_bytes
         block_bytes = VLLM_BLOCK_SIZE * per_tok
         blocks = max(0, int(pool // block_bytes))

@@ -24,7 +24,7 @@ def estimate_text(e: Estimate) -> str:
     lines = [
         f"{e.model} ({e.params_b:.2f}B params"
         + (f", {e.active_params_b:.2f}B active" if abs(e.active_params_b - e.params_b) > 1e-3 else "")
-        + f") on {e.hardware_name} [{e.roofline.unit}]",
+        + f") on {e.hardware_name if e.tp == 1 else f'{e.tp} x {e.hardware_name}, tensor parallel'} [{e.roofline.unit}]",
         f"weights {e.weights}, KV cache {e.kv_dtype}, batch {e.batch}, prompt {e.prompt}, output {e.output}"
         + ("" if e.flash_attention else ", no FlashAttention"),
         "",

@@ -162,7 +162,7 @@ def test_default_unit_is_the_fastest_for_the_request():
     from planner.roofline import select_unit, unit_request_proxy_s
 
     spec, f = load_hardware("apple-m2-max"), weight_format("fp16")
-    gpu, ane = spec.unit("gpu"), spec.unit("ane")
+    gpu = spec.unit("gpu")
     assert unit_request_proxy_s(spec, gpu, f, 512, 128) == pytest.approx(
         2 * 512 / (gpu.peak_tflops["fp16"] * 1e12 * 0.7) + 128 * 2 / (400e9 * 0.8))
     assert select_unit(spec, f, None, 512, 128).name == "gpu"
@@ -170,3 +170,40 @@ def test_default_unit_is_the_fastest_for_the_request():
     phone, i4 = load_hardware("snapdragon-8-gen3"), weight_format("int4-g128")
     assert select_unit(phone, i4, None, 4096, 16).name == "hexagon"
     assert select_unit(phone, i4, None, 16, 1024).name == "gpu"
+
+
+def test_tensor_parallel_estimate():
+    # Llama-2-7B on 2 x H100 (NVLink): each device holds half the weights (6.74e9 x 2 B / 2) and half the KV
+    # (32 KV heads split 2 ways); the decode step adds two ring all-reduces per layer of batch x 4096 x 2 bytes.
+    from planner.hardware import load_hardware
+    from planner.serving.parallelism import node_for, tp_step_time_s
+
+    one = estimate("llama-2-7b", "h100-sxm", batch=4, prompt=1000, output=2)
+    two = estimate("llama-2-7b", "h100-sxm", batch=4, prompt=1000, output=2, tp=2)
+    assert two.tp == 2 and two.memory.devices == 2
+    assert two.memory.weights_gb == pytest.approx(6_738_415_616 * 2 / 2 / 1e9)
+    assert two.memory.kv_cache_gb == pytest.approx(one.memory.kv_cache_gb / 2)
+    assert two.memory.overhead_gb == one.memory.overhead_gb  # every device has its own runtime
+    # the first decode step is the parallelism module's per-GPU roofline + all-reduces, exactly
+    spec = load_hardware("h100-sxm")
+    from planner.efficiency import resolve_efficiency
+    from planner.roofline import device_model, select_unit
+    f = weight_format("fp16")
+    u = select_unit(spec, f)
+    dev = device_model(spec, u, f, resolve_efficiency(spec, u, "auto"))
+    link = node_for(spec).intra_link()
+    t = float(tp_step_time_s(load_model("llama-2-7b"), f, "fp16", dev, "decode", 4, 1, 1000, 2, link))
+    assert two.decode.latency_ms_first == pytest.approx(t * 1e3, rel=1e-9)
+    # faster than one device, but not twice: the LM head, norms and the all-reduces do not shrink 2x
+    assert one.decode.latency_ms_per_token / 2 < two.decode.latency_ms_per_token < one.decode.latency_ms_per_token
+    # an MLA latent is replicated on every device (DeepSeek-V3, 8 x H200 in fp8: 671e9 B / 8 = 84 GB each fits)
+    ds = estimate("deepseek-v3", "h200-sxm", "fp8", tp=8)
+    assert ds.memory.fits and ds.memory.kv_cache_gb == pytest.approx(640 * 576 * 61 * 2 / 1e9)
+
+
+@pytest.mark.parametrize("kw, needle", [({"tp": 3}, "does not divide"), ({"tp": 16}, "exceeds the 8 devices"),
+                                        ({"tp": 0}, "--tp")])
+def test_tensor_parallel_bad_degrees(kw, needle):
+    from planner.errors import PlannerError
+    with pytest.raises(PlannerError, match=needle):
+        estimate("llama-2-7b", "h100-sxm", **kw)
