@@ -135,6 +135,7 @@ class EfficiencyReport(_Out):
     dequant_overhead: dict[str, float] = {}
     format_half_rows: dict[str, float] = {}
     class_compute_fraction: dict[str, float] = {}
+    kv_dequant_overhead: dict[str, float] = {}
     fp16_accumulate: bool = False
     matmul_tflops_per_watt: float = 0.0
     source: str

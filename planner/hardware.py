@@ -134,10 +134,16 @@ class Efficiency(_Frozen):
             "op class -> compute fraction for that class, replacing compute_fraction (classes not listed use "
             "compute_fraction); e.g. a CPU runtime that computes attention in fp32 while the unit's bf16 peak is "
             "listed reaches a smaller share of that peak in attention than in weight GEMMs"))
+    kv_dequant_overhead: dict[str, float] = Field(default_factory=dict, description=(
+        "KV-cache dtype -> extra attention compute time for converting cached K/V into the math dtype, as a "
+        "fraction of that time (compute time x (1 + overhead)); dtypes not listed: 0 (read natively)"))
     source: str = Field("", description="where these came from: kind default, device spec, calibration file")
 
     @model_validator(mode="after")
     def _class_fractions(self):
+        for k, v in self.kv_dequant_overhead.items():
+            if not v >= 0:
+                raise ValueError(f"kv_dequant_overhead.{k} must be >= 0, got {v}")
         for k, v in self.format_half_rows.items():
             if not v >= 0:
                 raise ValueError(f"format_half_rows.{k} must be >= 0, got {v}")

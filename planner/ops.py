@@ -43,6 +43,7 @@ class OpCost:
     kv_read_bytes: np.ndarray | float = 0.0
     kv_write_bytes: np.ndarray | float = 0.0
     compute: str = MATMUL
+    kv_dtype: str | None = None  # attention ops: the cache dtype their K/V are read in
 
     @property
     def bytes(self):
@@ -155,10 +156,10 @@ def _attention_ops(m: ModelArch, kv_dtype: str, a: float, stage: str, batch, new
         fresh_kv_act = B * S * (k_tok + v_tok) / kv_el * a if stage == "prefill" else 0.0  # new K/V read as activations
         score_bytes = 0.0 if flash else pairs * a           # materialized score/probability matrix
         ops.append(OpCost(f"attn_scores{suffix}", stage, count, 2 * pairs * d_qk, 0.0,
-                          q_bytes + fresh_kv_act / 2 + score_bytes, kv_read_k, new_kv, ATTENTION))
+                          q_bytes + fresh_kv_act / 2 + score_bytes, kv_read_k, new_kv, ATTENTION, kv_dtype))
         ops.append(OpCost(f"attn_softmax{suffix}", stage, count, 5 * pairs, 0.0, 2 * score_bytes, 0.0, 0.0, VECTOR))
         ops.append(OpCost(f"attn_values{suffix}", stage, count, 2 * pairs * d_v, 0.0,
-                          o_bytes + fresh_kv_act / 2 + score_bytes, kv_read_v, 0.0, ATTENTION))
+                          o_bytes + fresh_kv_act / 2 + score_bytes, kv_read_v, 0.0, ATTENTION, kv_dtype))
     return ops
 
 

@@ -185,12 +185,15 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
     dq = getattr(dev, "dequant_factor", 1.0)
     cap = getattr(dev, "matmul_cap_flops", np.inf)
     refine = bool(np.any(half)) or np.any(np.asarray(dq) != 1.0) or np.any(np.isfinite(cap))
+    kv_dq = getattr(dev.efficiency, "kv_dequant_overhead", None) or {}
     out = []
     for op in ops:
         peak = peaks[op.compute]
         if refine and op.compute == MATMUL and np.any(np.asarray(op.weight_bytes) > 0):
             rows = gemm_rows(op, getattr(dev, "bytes_per_weight", 2.0))
             peak = np.minimum(peak, cap) * matmul_peak_scale(rows, half, dq)
+        if op.compute == ATTENTION and op.kv_dtype in kv_dq:  # converting cached K/V costs compute time
+            peak = peak / (1.0 + kv_dq[op.kv_dtype])
         t, c, m = roofline_time_s(op.flops, op.bytes, peak, bw)
         out.append(OpTime(op, op.count * (t + ovh), op.count * c, op.count * m, op.count * ovh))
     return out

@@ -28,6 +28,7 @@ class _StackedEfficiency:
     kernel_overhead_us: np.ndarray
     step_overhead_ms: np.ndarray
     compute_half_rows: np.ndarray | float = 0.0
+    kv_dequant_overhead: dict | None = None  # KV dtype -> array over devices
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,9 @@ def _stack(devs) -> _StackedDevice:
         _StackedEfficiency(np.array([d.efficiency.kernel_overhead_us for d in devs]).reshape(shape),
                            np.array([d.efficiency.step_overhead_ms for d in devs]).reshape(shape),
                            np.array([d.efficiency.compute_half_rows if d.compute_half_rows is None
-                                     else d.compute_half_rows for d in devs]).reshape(shape)),
+                                     else d.compute_half_rows for d in devs]).reshape(shape),
+                           {k: np.array([d.efficiency.kv_dequant_overhead.get(k, 0.0) for d in devs]).reshape(shape)
+                            for k in {k for d in devs for k in d.efficiency.kv_dequant_overhead}}),
         devs[0].bytes_per_weight, np.array([d.dequant_factor for d in devs]).reshape(shape),
         np.array([d.matmul_cap_flops for d in devs]).reshape(shape))
 

@@ -102,6 +102,25 @@ def summarize(err) -> dict:
 # ---------------------------------------------------------------- the parameter vector
 
 
+def converted_kv_dtypes(records: list[Record]) -> list[str]:
+    """KV dtypes whose conversion cost is fitted: every cache dtype in the attention and decode-step records except
+    the one the math runs in natively (fp32 when fp32 caches were measured, else the most common one), which is
+    the reference the attention compute fraction describes."""
+    kinds: dict[str, int] = {}
+    for r in records:
+        if r.kernel == "paged_attention":
+            k = r.params.kv_dtype
+        elif r.kernel == "decode_step":
+            k = r.params.dtype
+        else:
+            continue
+        kinds[k] = kinds.get(k, 0) + 1
+    if not kinds:
+        return []
+    native = "fp32" if "fp32" in kinds else max(kinds, key=kinds.get)
+    return sorted(k for k in kinds if k != native)
+
+
 def _logit(x):
     x = min(max(x, 1e-6), 1 - 1e-9)
     return math.log(x / (1 - x))
@@ -122,6 +141,7 @@ class _Params:
             names.append("step_overhead_ms")
         names += [f"format_half_rows.{f}" for f in sorted(formats & set(_DENSE_FORMATS))]
         names += [f"dequant_overhead.{f}" for f in sorted(formats & set(_QUANT_FORMATS))]
+        names += [f"kv_dequant_overhead.{k}" for k in converted_kv_dtypes(records)]
         self.names = names
 
     def initial(self) -> np.ndarray:
@@ -136,13 +156,13 @@ class _Params:
     def efficiency(self, u, source: str) -> Efficiency:
         u = np.clip(u, -20.0, 12.0)
         upd: dict[str, Any] = {"dequant_overhead": {}, "class_compute_fraction": {}, "format_half_rows": {},
-                               "source": source}
+                               "kv_dequant_overhead": {}, "source": source}
         for name, x in zip(self.names, u):
             if name in ("bandwidth_fraction", "compute_fraction"):
                 upd[name] = 1.0 / (1.0 + math.exp(-x))
             elif name == "class_compute_fraction.attention":
                 upd["class_compute_fraction"]["attention"] = 1.0 / (1.0 + math.exp(-x))
-            elif name.startswith(("dequant_overhead.", "format_half_rows.")):
+            elif name.startswith(("dequant_overhead.", "format_half_rows.", "kv_dequant_overhead.")):
                 field, fmt = name.split(".", 1)
                 upd[field][fmt] = math.exp(x)
             else:
@@ -158,6 +178,7 @@ def _rounded(e: Efficiency) -> Efficiency:
         "compute_half_rows": r4(e.compute_half_rows),
         "dequant_overhead": {k: r4(v) for k, v in e.dequant_overhead.items()},
         "format_half_rows": {k: r4(v) for k, v in e.format_half_rows.items()},
+        "kv_dequant_overhead": {k: r4(v) for k, v in e.kv_dequant_overhead.items()},
         "class_compute_fraction": {k: min(r4(v), 1.0) for k, v in e.class_compute_fraction.items()}})
 
 

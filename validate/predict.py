@@ -83,10 +83,11 @@ def _attention_group(recs) -> list[OpCost]:
     sc = _col(recs, lambda r: r.work.scale_bytes)
     q = _col(recs, lambda r: r.work.act_in_bytes + r.work.other_bytes)
     o = _col(recs, lambda r: r.work.act_out_bytes)
+    kvd = recs[0].params.kv_dtype  # one KV dtype per group (_group_key)
     return [
-        OpCost("attn_scores", "decode", 1, flops / 2, 0.0, q, kv / 2 + sc / 2, 0.0, ATTENTION),
+        OpCost("attn_scores", "decode", 1, flops / 2, 0.0, q, kv / 2 + sc / 2, 0.0, ATTENTION, kvd),
         OpCost("attn_softmax", "decode", 1, 5 * pairs, 0.0, 0.0, 0.0, 0.0, VECTOR),
-        OpCost("attn_values", "decode", 1, flops / 2, 0.0, o, kv / 2 + sc / 2, 0.0, ATTENTION),
+        OpCost("attn_values", "decode", 1, flops / 2, 0.0, o, kv / 2 + sc / 2, 0.0, ATTENTION, kvd),
     ]
 
 
@@ -113,6 +114,8 @@ def _group_key(r: Record):
     if p.kernel == "decode_step":
         return (p.kernel, planner_format(p), p.dtype, p.hidden, p.n_heads, p.n_kv_heads, p.head_dim,
                 p.intermediate, p.n_layers, p.config)
+    if p.kernel == "paged_attention":
+        return (p.kernel, planner_format(p), p.kv_dtype)
     return (p.kernel, planner_format(p))
 
 
