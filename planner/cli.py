@@ -47,7 +47,8 @@ def str_list(text: str) -> list[str]:
 
 def add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", "-m", required=True, help="catalog id (planner models list) or path to a HF config.json")
-    p.add_argument("--hardware", "-H", required=True, help="catalog id (planner hardware list) or path to a spec YAML")
+    p.add_argument("--hardware", "-H", required=True,
+                   help="catalog id (planner hardware list) or path to a spec YAML; several, comma-separated, compare")
     p.add_argument("--weights", "-w", default="fp16", help="weight format (fp16, bf16, fp8, int8, int4-g128, q4_0, ...)")
     p.add_argument("--kv-dtype", default="fp16", help="KV-cache dtype: fp16, bf16, fp8, int8, int4")
     p.add_argument("--batch", "-b", type=positive_int, default=1, help="concurrent sequences")
@@ -73,11 +74,26 @@ def efficiency_mode(args) -> str:
 
 def cmd_estimate(args) -> int:
     from .estimate import estimate
-    from .report import estimate_text, ops_text
+    from .report import comparison_text, estimate_text, ops_text
 
-    e = estimate(args.model, args.hardware, args.weights, args.kv_dtype, args.batch, args.prompt, args.output,
-                 unit=args.unit, efficiency=efficiency_mode(args), engine=args.engine,
-                 flash_attention=not args.no_flash_attention, runtime=getattr(args, "runtime", None), tp=args.tp)
+    def one(hw):
+        return estimate(args.model, hw, args.weights, args.kv_dtype, args.batch, args.prompt, args.output,
+                        unit=args.unit, efficiency=efficiency_mode(args), engine=args.engine,
+                        flash_attention=not args.no_flash_attention, runtime=getattr(args, "runtime", None),
+                        tp=args.tp)
+
+    devices = str_list(args.hardware)
+    if len(devices) > 1:  # several devices: one comparison table (or a JSON list)
+        ests = [one(h) for h in devices]
+        if args.json:
+            print("[" + ",\n".join(e.model_dump_json(indent=2) for e in ests) + "]")
+        else:
+            print(comparison_text(ests))
+        for e in ests:
+            for w in e.warnings:
+                print(f"warning: {e.hardware}: {w}", file=sys.stderr)
+        return 0
+    e = one(args.hardware)
     if args.json:
         print(e.model_dump_json(indent=2))
     else:

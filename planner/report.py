@@ -91,3 +91,22 @@ def table(rows: list[dict], columns: list[str]) -> str:
     head = "  ".join(c.ljust(widths[c]) for c in columns)
     body = ["  ".join(str(r.get(c, "")).ljust(widths[c]) for c in columns) for r in rows]
     return "\n".join([head, "  ".join("-" * widths[c] for c in columns), *body])
+
+
+def comparison_text(estimates: list[Estimate]) -> str:
+    """One row per device: the same model and workload side by side (latencies '-' where it does not fit)."""
+    e0 = estimates[0]
+    head = (f"{e0.model} ({e0.params_b:.2f}B params), weights {e0.weights}, KV {e0.kv_dtype}, batch {e0.batch}, "
+            f"prompt {e0.prompt}, output {e0.output}" + ("" if e0.tp == 1 else f", tensor parallel x{e0.tp}"))
+    rows = []
+    for e in estimates:
+        m, d = e.memory, e.decode
+        rows.append({
+            "hardware": e.hardware, "unit": e.roofline.unit, "fits": "yes" if m.fits else "NO",
+            "memory GB": f"{m.total_gb:.1f} / {m.capacity_gb:.0f}", "TTFT": _ms(e.prefill.latency_ms),
+            "TPOT": _ms(d.latency_ms_per_token), "tok/s/seq": _rate(d.tokens_per_s_per_sequence),
+            "tok/s total": _rate(d.tokens_per_s_total),
+            "tok/s p10-p90": "-" if d.tokens_per_s_total_low is None
+            else f"{d.tokens_per_s_total_low:,.0f}-{d.tokens_per_s_total_high:,.0f}",
+            "bound (prefill/decode)": f"{e.prefill.bound}/{d.bound}", "max batch": m.max_batch_at_context})
+    return head + "\n\n" + table(rows, list(rows[0]))

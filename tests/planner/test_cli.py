@@ -166,3 +166,13 @@ def test_missing_optional_dependency_is_one_line(monkeypatch, capsys):
     assert main(["hardware", "list"]) == 2
     err = capsys.readouterr().err
     assert err.strip() == "error: this command needs torch, which is not installed: pip install -e '.[harness]'"
+
+
+def test_estimate_compares_several_devices(capsys):
+    code, out, _ = run(capsys, "estimate", "-m", "llama-3.1-70b", "-H", "h100-sxm,h200-sxm", "-w", "fp8", "--json")
+    rows = json.loads(out)
+    # 70.55e9 fp8 weights + 1 GB runtime overhead + KV: over H100's 80 GB, under H200's 141 GB
+    assert [r["hardware"] for r in rows] == ["h100-sxm", "h200-sxm"]
+    assert [r["memory"]["fits"] for r in rows] == [False, True]
+    code, out, _ = run(capsys, "estimate", "-m", "llama-3.1-70b", "-H", "h100-sxm,h200-sxm", "-w", "fp8")
+    assert code == 0 and "h200-sxm" in out and "NO" in out and "TPOT" in out
