@@ -169,10 +169,14 @@ def test_missing_optional_dependency_is_one_line(monkeypatch, capsys):
 
 
 def test_estimate_compares_several_devices(capsys):
-    code, out, _ = run(capsys, "estimate", "-m", "llama-3.1-70b", "-H", "h100-sxm,h200-sxm", "-w", "fp8", "--json")
+    args = ["-w", "fp8", "-b", "8", "-p", "2048", "-o", "256"]
+    code, out, _ = run(capsys, "estimate", "-m", "llama-3.1-70b", "-H", "h100-sxm,h200-sxm", *args, "--json")
     rows = json.loads(out)
-    # 70.55e9 fp8 weights + 1 GB runtime overhead + KV: over H100's 80 GB, under H200's 141 GB
+    # fp8 linear weights (68.45e9 x 8.008 bits) + fp16 embedding and LM head (2 x 1.05e9 x 2 B) = 72.7 GB; KV 8 x 2304
+    # tokens x 327,680 B = 6.0 GB; activations 16,384 x (2 x 8192 + 3 x 28672) x 2 B = 3.4 GB; overhead 1 GB:
+    # 83.1 GB, over H100's 80 GB, under H200's 141 GB
+    assert rows[0]["memory"]["total_gb"] == pytest.approx(83.1, abs=0.1)
     assert [r["hardware"] for r in rows] == ["h100-sxm", "h200-sxm"]
     assert [r["memory"]["fits"] for r in rows] == [False, True]
-    code, out, _ = run(capsys, "estimate", "-m", "llama-3.1-70b", "-H", "h100-sxm,h200-sxm", "-w", "fp8")
+    code, out, _ = run(capsys, "estimate", "-m", "llama-3.1-70b", "-H", "h100-sxm,h200-sxm", *args)
     assert code == 0 and "h200-sxm" in out and "NO" in out and "TPOT" in out
