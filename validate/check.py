@@ -87,3 +87,36 @@ def run_check(records_root: str | Path | None = None, calibration_dir: str | Pat
             raise PlannerError(f"{cal_path}: hardware_id '{cal.hardware_id}' does not match the records' device '{spec.id}'")
         out.append(check_device(root / dev, spec, cal, str(cal_path)))
     return out
+
+
+def prediction_table(records_root: str | Path | None = None, calibration_dir: str | Path | None = None):
+    """Every committed ok kernel record with the prediction `planner validate check` scores (the committed
+    calibration): DataFrame[device, file, kernel, predicted_ms, measured_ms, error_pct, split], plus notes. For
+    the app's Validation section; devices without a spec or a calibration are skipped with a note."""
+    import pandas as pd
+
+    from planner.efficiency import CALIBRATION_DIR
+
+    from .calibrate import is_holdout
+
+    cols = ["device", "file", "kernel", "predicted_ms", "measured_ms", "error_pct", "split"]
+    root = Path(records_root or RECORDS_DIR)
+    rows, notes = [], []
+    for dev_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        cal_path = Path(calibration_dir or CALIBRATION_DIR) / f"{dev_dir.name}.yaml"
+        try:
+            spec = load_hardware(dev_dir.name)
+            cal = load_calibration(cal_path)
+            records = [r for r in read_dir(dev_dir) if predictable(r)]
+        except PlannerError as exc:
+            notes.append(f"{dev_dir.name}: skipped ({exc})")
+            continue
+        if not records:
+            continue
+        ms, _, _ = evaluate(prepare(records), len(records), spec, dict(cal.units))
+        for r, p in zip(records, ms):
+            m = r.measured.median_ms
+            rows.append({"device": dev_dir.name, "file": f"{r.run_id}.jsonl", "kernel": r.kernel,
+                         "predicted_ms": float(p), "measured_ms": m, "error_pct": 100.0 * (float(p) - m) / m,
+                         "split": "held-out" if is_holdout(r) else "fit"})
+    return pd.DataFrame(rows, columns=cols), notes

@@ -62,3 +62,17 @@ def test_missing_calibration_is_a_one_line_error(tmp_path, capsys):
         run_check(calibration_dir=tmp_path)
     assert main(["validate", "check", "--calibration-dir", str(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith("error: check: no calibration")
+
+
+def test_prediction_table_scores_what_the_check_scores():
+    # the app's Validation section shows the same per-record errors `planner validate check` summarizes
+    import numpy as np
+
+    from validate.check import prediction_table, run_check
+
+    df, notes = prediction_table()
+    res = {d.device_id: d for d in run_check()}
+    for dev, g in df.groupby("device"):
+        assert len(g) == res[dev].n
+        assert float(np.median(g["error_pct"].abs())) == pytest.approx(res[dev].median_pct, rel=1e-9)
+        assert set(g["split"]) == {"fit", "held-out"}
