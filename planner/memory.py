@@ -150,12 +150,12 @@ def engine_kv(engine: str, m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch
                         f"gpu_memory_utilization={util}, block_size={VLLM_BLOCK_SIZE}, "
                         f"profile with max_num_batched_tokens={VLLM_MAX_NUM_BATCHED_TOKENS}")
     if engine == "trtllm":
-        pool = TRTLLM_FREE_GPU_MEMORY_FRACTION * (capacity_bytes - W - act - overhead_bytes)
+        pool = max(0.0, TRTLLM_FREE_GPU_MEMORY_FRACTION * (capacity_bytes - W - act - overhead_bytes))
         conc = pool / per_seq if per_seq else math.inf
         return EngineKV(engine, max(pool, 0.0), conc, None, pool > 0 and conc >= batch,
                         f"free_gpu_memory_fraction={TRTLLM_FREE_GPU_MEMORY_FRACTION}")
     if engine == "sglang":
-        pool = capacity_bytes * SGLANG_MEM_FRACTION_STATIC - W
+        pool = max(0.0, capacity_bytes * SGLANG_MEM_FRACTION_STATIC - W)
         conc = pool / per_seq if per_seq else math.inf
         ok = pool > 0 and conc >= batch and capacity_bytes * (1 - SGLANG_MEM_FRACTION_STATIC) >= act
         return EngineKV(engine, max(pool, 0.0), conc, None, ok, f"mem_fraction_static={SGLANG_MEM_FRACTION_STATIC}")

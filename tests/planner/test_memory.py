@@ -61,3 +61,10 @@ def test_breakdown_adds_up():
     e = estimate("mixtral-8x7b", "h100-sxm", "int4-g128", batch=4, prompt=4096, output=512)
     m = e.memory
     assert m.total_gb == pytest.approx(m.weights_gb + m.kv_cache_gb + m.activations_gb + m.overhead_gb, rel=1e-12)
+
+
+@pytest.mark.parametrize("engine", ["none", "vllm", "trtllm", "sglang", "llamacpp"])
+def test_engine_rules_never_report_negative_pools(engine):
+    # Llama-3.1-70B fp16 (141 GB of weights) on a 24 GB card: every engine says it does not fit, with an empty pool
+    e = estimate("llama-3.1-70b", "rtx-4090", batch=8, engine=engine)
+    assert not e.memory.fits and e.engine.kv_pool_gb >= 0 and e.engine.max_concurrency >= 0
