@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 DEVICE="${GPU_SWEEP_DEVICE:-cuda}"
 PRESET="${GPU_SWEEP_PRESET:-cuda}"
 LIMIT_S="${GPU_SWEEP_TIMEOUT_S:-270}"
-PY="${PYTHON:-python}"
+PY="${PYTHON:-python3}"
 if [[ -n "${OUT:-}" ]]; then
   RECORDS="$OUT/records"; SPECS="$OUT/hardware_specs"
 else
