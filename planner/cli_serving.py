@@ -57,6 +57,14 @@ def _dump(obj) -> str:
     return json.dumps(obj, indent=2, default=lambda o: o.item() if hasattr(o, "item") else str(o))
 
 
+def _config_args(p) -> None:
+    """Model, device, weight format and KV dtype of one serving configuration."""
+    p.add_argument("--model", "-m", required=True)
+    p.add_argument("--hardware", "-H", required=True)
+    p.add_argument("--weights", "-w", default="fp16")
+    p.add_argument("--kv-dtype", default="fp16")
+
+
 def register(sub) -> None:
     p = sub.add_parser("plan", help="capacity plan: cheapest configuration per device that meets the SLOs")
     p.add_argument("--model", "-m", required=True, help="catalog id or path to a HF config.json")
@@ -77,10 +85,7 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("simulate", help="simulate continuous batching for one serving configuration")
-    p.add_argument("--model", "-m", required=True)
-    p.add_argument("--hardware", "-H", required=True)
-    p.add_argument("--weights", "-w", default="fp16")
-    p.add_argument("--kv-dtype", default="fp16")
+    _config_args(p)
     p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree (inside a node)")
     p.add_argument("--pp", type=positive_int, default=1, help="pipeline stages (across nodes)")
     p.add_argument("--replicas", type=positive_int, default=1, help="data-parallel replicas")
@@ -99,10 +104,7 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("batching", help="latency per step and throughput across batch sizes, with the knee")
-    p.add_argument("--model", "-m", required=True)
-    p.add_argument("--hardware", "-H", required=True)
-    p.add_argument("--weights", "-w", default="fp16")
-    p.add_argument("--kv-dtype", default="fp16")
+    _config_args(p)
     p.add_argument("--batch", "-b", type=int_list, default=[1, 8, 32, 64, 128, 256], help="comma-separated sizes")
     p.add_argument("--prompt", "-p", type=positive_int, default=512)
     p.add_argument("--output", "-o", type=positive_int, default=128)

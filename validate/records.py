@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.errors import PlannerError, pydantic_one_line
-from planner.io import atomic_write_text
+from planner.io import atomic_write_text, read_text
 
 SCHEMA_VERSION = 1
 RECORDS_DIR = Path(__file__).resolve().parent / "records"
@@ -179,10 +179,7 @@ class Record(_Frozen):
 def read_records(path: str | Path) -> list[Record]:
     """All records of one ``.jsonl`` file; a malformed line is a one-line PlannerError naming file and line."""
     p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise PlannerError(f"cannot read {p}: {exc.strerror or exc}") from None
+    lines = read_text(p).splitlines()
     out = []
     for i, line in enumerate(lines, 1):
         if not line.strip():

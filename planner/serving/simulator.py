@@ -113,6 +113,19 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
             k += 1
         return k
 
+    def prompt_done(i: int) -> None:
+        """Request i's prompt is in the cache: its first token is out now; it decodes the rest (or finishes)."""
+        nonlocal free, sum_base, b
+        first[i] = now
+        if O[i] <= 1:
+            finish[i] = now
+            free += need[i]
+        else:
+            heapq.heappush(heap, (D + O[i] - 1, i))
+            base[i] = P[i] - D
+            sum_base += base[i]
+            b += 1
+
     while True:
         while nxt < n and arr[nxt] <= now:
             waiting.append(nxt)
@@ -138,15 +151,7 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
             steps += 1
             busy += dt
             for i in batch:
-                first[i] = now
-                if O[i] <= 1:
-                    finish[i] = now
-                    free += need[i]
-                else:
-                    heapq.heappush(heap, (D + O[i] - 1, i))
-                    base[i] = P[i] - D
-                    sum_base += base[i]
-                    b += 1
+                prompt_done(i)
             maxrun = max(maxrun, b)
             continue
 
@@ -193,16 +198,7 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
                         sum_base -= base[i]
                 for it in completing:
                     prefilling.remove(it)
-                    i = it[0]
-                    first[i] = now
-                    if O[i] <= 1:
-                        finish[i] = now
-                        free += need[i]
-                    else:
-                        heapq.heappush(heap, (D + O[i] - 1, i))
-                        base[i] = P[i] - D
-                        sum_base += base[i]
-                        b += 1
+                    prompt_done(it[0])
                 maxrun = max(maxrun, b + len(prefilling))
                 continue
 
