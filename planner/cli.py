@@ -26,13 +26,18 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
 
 
+# The largest count any flag takes (batch, tokens, degrees): far beyond any real deployment (a billion tokens of
+# context, a billion sequences), well inside float64's exact integers (2^53) and int64, so no arithmetic wraps.
+MAX_COUNT = 1_000_000_000
+
+
 def positive_int(text: str) -> int:
     try:
-        v = int(text)
+        v = int(str(text).strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {v}")
+        raise argparse.ArgumentTypeError(f"must be an integer between 1 and {MAX_COUNT:,}, got {text!r}") from None
+    if not 1 <= v <= MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be an integer between 1 and {MAX_COUNT:,}, got {v}")
     return v
 
 
@@ -160,15 +165,16 @@ def cmd_sweep(args) -> int:
     df = sweep(args.models, args.hardware, args.weights, args.batch, args.prompt, args.output, args.kv_dtype,
                efficiency=efficiency_mode(args), runtime=args.runtime)
     dt = time.perf_counter() - t0
+    df = _with_verdict(df)
     out = args.out
     if out is None:
-        print(df.to_string(index=False, max_rows=60))
+        print(_blank_missing(df).to_string(index=False, max_rows=60))
     elif out.endswith(".csv"):
-        atomic_write_text(out, df.to_csv(index=False))
-    elif out.endswith(".json"):
-        atomic_write_text(out, df.to_json(orient="records", indent=1))
+        atomic_write_text(out, df.to_csv(index=False, na_rep=""), make_dirs=False)
+    elif out.endswith(".json"):  # a figure that does not exist (a row that does not fit) is null
+        atomic_write_text(out, df.to_json(orient="records", indent=1), make_dirs=False)
     elif out.endswith(".md"):
-        atomic_write_text(out, df.to_markdown(index=False) if _has_tabulate() else _md(df))
+        atomic_write_text(out, _md(_blank_missing(df)), make_dirs=False)
     else:
         raise _usage(f"--out: unknown table type '{out}'; allowed endings: .csv, .json, .md")
     print(f"{len(df):,} configurations in {dt:.3f} s ({len(df) / max(dt, 1e-9):,.0f} per second)"
@@ -189,12 +195,21 @@ def _yaml(d) -> str:
     return yaml.safe_dump(d, sort_keys=False, allow_unicode=True).rstrip()
 
 
-def _has_tabulate() -> bool:
-    try:
-        import tabulate  # noqa: F401
-        return True
-    except ImportError:
-        return False
+def _with_verdict(df):
+    """A `verdict` column beside `fits`: 'fits' or 'does not fit: needs X GB of Y GB' (the sweep leaves the
+    latencies of a configuration that does not fit empty: there is nothing to time)."""
+    verdict = [("fits" if ok else f"does not fit: needs {t:.2f} GB of {c:.2f} GB")
+               for ok, t, c in zip(df["fits"], df["total_gb"], df["capacity_gb"])]
+    return df.assign(verdict=verdict)
+
+
+def _blank_missing(df):
+    """Text renderings: a figure that does not exist prints as '-', never NaN."""
+    out = df.copy()
+    for c in out.columns:
+        if out[c].dtype.kind == "f" and out[c].isna().any():
+            out[c] = [("-" if v != v else f"{v:.6g}") for v in out[c]]
+    return out
 
 
 def _md(df) -> str:
