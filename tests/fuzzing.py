@@ -208,9 +208,10 @@ def gen_argv(rng: random.Random, tmp: Path, command: str | None = None) -> list[
         if rng.random() < 0.5:
             a.append("--json")
     elif cmd == "validate":
+        # fit and spec write files: always into tmp, never into the project's own calibration or spec folders
         a += [rng.choice(["check", "fit", "spec", "frob"])]
-        if a[-1] in ("fit", "spec") and rng.random() < 0.7:
-            a += ["--records", str(tmp / "missing")]
+        if a[-1] in ("fit", "spec"):
+            a += ["--records", str(tmp / rng.choice(["missing", "empty"])), "--out", str(tmp / "out.yaml")]
     elif cmd == "accuracy":
         a += [rng.choice(["--bogus", "--out-dir", "-x"])]
     return a
@@ -360,6 +361,7 @@ def campaign(n_cli: int, n_api: int, seed: int) -> list[Outcome]:
     out = []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
+        (tmp / "empty").mkdir()
         out += [fuzz_cli_once(rng, tmp) for _ in range(n_cli)]
         out += [fuzz_api_once(rng, tmp) for _ in range(n_api)]
     return out

@@ -7,6 +7,7 @@ with a fresh seed.
 """
 
 import random
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -17,6 +18,29 @@ FAST = ["estimate", "hardware", "models", "sweep", "batching", "speculative", "v
 SLOW = ["simulate", "plan"]
 _SETTINGS = dict(deadline=None, derandomize=True, database=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+ROOT = Path(__file__).resolve().parent.parent
+GUARDED = ("hardware_specs", "validate/records", "planner/catalog", "data")
+
+
+def _snapshot():
+    return {str(p): p.stat().st_mtime_ns for d in GUARDED for p in (ROOT / d).rglob("*") if p.is_file()}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def project_files_untouched():
+    """No fuzzed command may write into the project's own data (a `validate fit` without --out once rewrote the
+    committed calibration)."""
+    before = _snapshot()
+    yield
+    assert _snapshot() == before
+
+
+@pytest.fixture
+def tmp_path(tmp_path):
+    (tmp_path / "empty").mkdir()
+    return tmp_path
 
 
 def _check(o):
