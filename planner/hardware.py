@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .catalog_index import folder_index, parsed
 from .errors import PlannerError, unknown_id
 from .io import read_yaml, validated
 
@@ -199,7 +200,7 @@ class HardwareSpec(_Frozen):
 
 def spec_paths() -> dict[str, Path]:
     """id -> path of every device YAML in hardware_specs/ (top level only)."""
-    return {p.stem: p for p in sorted(SPECS_DIR.glob("*.yaml"))}
+    return folder_index(SPECS_DIR)
 
 
 def list_hardware_ids() -> list[str]:
@@ -210,9 +211,13 @@ def parse_hardware(data: dict, where: str) -> HardwareSpec:
     return validated(HardwareSpec, data, f"hardware spec {where}")
 
 
-@lru_cache(maxsize=256)
-def _load_path(path: str) -> HardwareSpec:
+def _parse_path(path: str) -> HardwareSpec:
     return parse_hardware(read_yaml(path), path)
+
+
+def _load_path(path: str) -> HardwareSpec:
+    """A parsed spec, cached until the file changes (an edited YAML is read again)."""
+    return parsed(path, _parse_path, "hardware")
 
 
 def load_hardware(id_or_path: str) -> HardwareSpec:
