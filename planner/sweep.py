@@ -14,10 +14,10 @@ import numpy as np
 from .architecture import ModelArch, load_model
 from .efficiency import resolve_efficiency
 from .errors import PlannerError
-from .hardware import HardwareSpec, load_hardware, runtime_overhead_gb
+from .hardware import HardwareSpec, load_hardware
 from .latency import decode_step_time_s, decode_sum_s, prefill_time_s
-from .memory import activation_bytes_peak
-from .ops import ATTENTION, MATMUL, VECTOR, kv_bytes_per_sequence, weight_bytes
+from .memory import need_bytes, runtime_overhead_bytes
+from .ops import ATTENTION, MATMUL, VECTOR
 from .quantization import kv_dtype as norm_kv, weight_format
 from .roofline import capable_units, device_model, unit_request_proxy_s
 from .units import GB
@@ -117,10 +117,9 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
         dsum = chosen(decode_sum_s(m, fmt, kvd, sd, B, P, O, flash_attention))
         d_first = chosen(decode_step_time_s(m, fmt, kvd, sd, B, P, flash_attention))
         tpot = np.where(O > 1, dsum / np.maximum(O - 1, 1), d_first)
-        need = (weight_bytes(m, fmt) + B * kv_bytes_per_sequence(m, kvd, P + O)
-                + activation_bytes_peak(m, fmt, B, P, 0, flash_attention))
+        need = need_bytes(m, fmt, kvd, B, P, O, flash_attention)
         cap = np.array([s.usable_capacity_gb * GB for s in keep])[:, None]
-        ovh = np.array([runtime_overhead_gb(s) * GB for s in keep])[:, None]
+        ovh = np.array([runtime_overhead_bytes(s, m, fmt) for s in keep])[:, None]
         total = need[None, :] + ovh
         fits = total <= cap
         n = grid.shape[0]
