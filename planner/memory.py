@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -52,6 +53,13 @@ NCCL_BYTES_PER_GPU = 0.45e9            # NCCL communicator + custom all-reduce b
 CUDA_GRAPH_MAX_BATCH = 512             # vLLM's largest captured decode batch (cudagraph_capture_sizes up to 512)
 
 
+# ---------------------------------------------------------------- weights (cached: the limits evaluate plans often)
+
+@lru_cache(maxsize=512)
+def _weights(m: ModelArch, fmt: WeightFormat) -> float:
+    return weight_bytes(m, fmt)
+
+
 # ---------------------------------------------------------------- activations
 
 def _i_eff(m: ModelArch) -> int:
@@ -62,8 +70,22 @@ def _i_eff(m: ModelArch) -> int:
     return m.intermediate_size
 
 
+_SCALARS = frozenset({int, float, bool, np.float64, np.float32, np.int64, np.int32})
+
+
+def _scalar(*xs) -> bool:
+    """All plain numbers (then the formulas run on floats, without numpy's per-call cost)."""
+    for x in xs:
+        if x.__class__ not in _SCALARS:
+            return False
+    return True
+
+
 def pass_tokens(batch, prompt, chunk_tokens=None):
     """Tokens in the largest forward pass of a prefill: B*S, or min(B*S, C) under chunked prefill."""
+    if _scalar(batch, prompt):
+        t = float(batch) * float(prompt)
+        return t if chunk_tokens is None else min(t, float(chunk_tokens))
     t = np.asarray(batch, dtype=np.float64) * np.asarray(prompt, dtype=np.float64)
     return t if chunk_tokens is None else np.minimum(t, float(chunk_tokens))
 
@@ -72,26 +94,30 @@ def forward_bytes_peak(m: ModelArch, fmt: WeightFormat, tokens, context, past=0,
     """Peak live bytes of one layer's forward pass over `tokens` tokens, without logits (module docstring).
 
     context: keys each query attends (S; only the quadratic term without FlashAttention uses it)."""
-    T, S, P = (np.asarray(x, dtype=np.float64) for x in (tokens, context, past))
+    if _scalar(tokens, context, past):  # plain floats: the same formula, without numpy's per-call cost
+        T, S, P, mx = float(tokens), float(context), float(past), max
+    else:
+        T, S, P = (np.asarray(x, dtype=np.float64) for x in (tokens, context, past))
+        mx = np.maximum
     a = activation_bytes(fmt)
     h = m.hidden_size
     mlp = T * (2 * h + 3 * _i_eff(m) / tp) * a
     attn = T * (2 * h + (m.q_dim + 2 * m.kv_dim + m.attn_out_dim) / tp) * a
     if not flash_attention:
         attn = attn + 2 * (m.num_attention_heads / tp) * T * (S + P) * a
-    return np.maximum(mlp, attn)
+    return mx(mlp, attn)
 
 
 def logits_bytes(m: ModelArch, rows):
     """fp32 logits of `rows` sequences: rows x V x 4."""
-    return np.asarray(rows, dtype=np.float64) * m.vocab_size * 4.0
+    return (float(rows) if _scalar(rows) else np.asarray(rows, dtype=np.float64)) * m.vocab_size * 4.0
 
 
 def activation_bytes_peak(m: ModelArch, fmt: WeightFormat, batch, prompt, past=0, flash_attention=True, tp: int = 1,
                           chunk_tokens=None):
     """Peak transient activation bytes of a prefill of `batch` x `prompt` tokens per device (module docstring)."""
     T = pass_tokens(batch, prompt, chunk_tokens)
-    n = np.minimum(np.asarray(batch, dtype=np.float64), T)
+    n = min(float(batch), T) if _scalar(batch, T) else np.minimum(np.asarray(batch, dtype=np.float64), T)
     return forward_bytes_peak(m, fmt, T, prompt, past, flash_attention, tp) + logits_bytes(m, n)
 
 
@@ -115,10 +141,13 @@ def runtime_overhead_bytes(spec, m: ModelArch | None = None, fmt: WeightFormat |
     nccl = NCCL_BYTES_PER_GPU if tp > 1 else 0.0
     if cuda_graphs is None:
         cuda_graphs = spec.kind == "gpu"
-    graphs = 0.0
-    if cuda_graphs and m is not None and fmt is not None:
-        graphs = float(forward_bytes_peak(m, fmt, CUDA_GRAPH_MAX_BATCH, 1, 0, True, tp))
+    graphs = _graph_pool_bytes(m, fmt, tp) if cuda_graphs and m is not None and fmt is not None else 0.0
     return base + nccl + graphs + float(draft_kv_bytes)
+
+
+@lru_cache(maxsize=512)
+def _graph_pool_bytes(m: ModelArch, fmt: WeightFormat, tp: int) -> float:
+    return float(forward_bytes_peak(m, fmt, CUDA_GRAPH_MAX_BATCH, 1, 0, True, tp))
 
 
 def _efficiency_overhead_gb(kind: str) -> float:
@@ -146,10 +175,12 @@ def window_capped(engine: str, m: ModelArch, vllm_version: str = "v1") -> bool:
 
 def kv_seq_bytes(m: ModelArch, kv_dtype: str, context, capped: bool = True):
     """Cache bytes of one sequence of `context` tokens (whole model); local layers keep at most W tokens if capped."""
-    c = np.asarray(context, dtype=np.float64)
+    scalar = _scalar(context)
+    c = float(context) if scalar else np.asarray(context, dtype=np.float64)
     per = kv_bytes_per_token_per_layer(m, kv_dtype)
     if m.sliding_window and capped:
-        return per * (m.num_global_layers * c + m.num_local_layers * np.minimum(c, m.sliding_window))
+        mn = min if scalar else np.minimum
+        return per * (m.num_global_layers * c + m.num_local_layers * mn(c, m.sliding_window))
     return per * m.num_layers * c
 
 
@@ -159,7 +190,7 @@ def need_bytes(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch, prompt, ou
                tp: int = 1, kv_ways: int = 1, chunk_tokens=None, window_cap: bool = True):
     """weights / t + batch x KV(prompt + output) / kv_ways + activations, per device; numpy-broadcast over batch,
     prompt, output (the sweep calls this on whole grids). The runtime overhead is added by the caller."""
-    return (weight_bytes(m, fmt) / tp + np.asarray(batch, dtype=np.float64)
+    return (_weights(m, fmt) / tp + np.asarray(batch, dtype=np.float64)
             * kv_seq_bytes(m, kv_dtype, np.asarray(prompt) + np.asarray(output), window_cap) / kv_ways
             + activation_bytes_peak(m, fmt, batch, prompt, 0, flash_attention, tp, chunk_tokens))
 
@@ -309,7 +340,7 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
         raise PlannerError(f"--engine: unknown engine '{engine}'; allowed: {', '.join(ENGINES)}")
     s = settings
     cap = spec.usable_capacity_gb * 1e9 if capacity_bytes is None else capacity_bytes
-    W = weight_bytes(m, fmt) / (tp * pp)
+    W = _weights(m, fmt) / (tp * pp)
     ctx = prompt + output
     capped = window_capped(engine, m, s.vllm_version)
     per_seq = float(kv_seq_bytes(m, kv_dtype, ctx, capped)) / (kv_ways * pp)
