@@ -282,6 +282,8 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
             verdict += (f" (sglang: activations {mb.activations_bytes / GB:.2f} GB exceed the "
                         f"{mb.capacity_bytes / GB - mb.budget / GB + mb.activations_bytes / GB:.2f} GB outside the "
                         f"static pool)")
+        elif mb.refusal:
+            verdict += f" ({engine} refuses it: {mb.refusal})"
         elif engine != "none":
             verdict += f" ({engine}: KV pool holds {mb.max_concurrency:.1f} sequences of {context} tokens, batch {batch})"
         if mb.weights_bytes + mb.overhead_bytes > mb.budget:  # the weights alone need several devices

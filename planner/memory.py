@@ -251,6 +251,7 @@ class MemoryBreakdown:
     blocks: int | None = None
     rule: str = "weights + KV(batch x context) + activations + overhead"
     headroom_ok: bool = True     # SGLang: activations + overhead fit outside its static pool
+    refusal: str = ""            # why the engine refuses the request outright (vLLM: context > max_model_len)
 
     @property
     def budget(self) -> float:
@@ -262,7 +263,7 @@ class MemoryBreakdown:
 
     @property
     def fits(self) -> bool:
-        return self.total_bytes <= self.budget and self.headroom_ok
+        return self.total_bytes <= self.budget and self.headroom_ok and not self.refusal
 
 
 def memory_breakdown(m, fmt, kv_dtype, batch, prompt, output, capacity_bytes, overhead_bytes, flash_attention=True):
@@ -368,8 +369,10 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
                 f"{'max_num_batched_tokens' if s.vllm_version == 'v1' else 'max(max_model_len, 2048)'} tokens, "
                 f"{'torch peak only' if s.vllm_version == 'v0.2' else 'non-torch memory counted'}; "
                 f"CUDA graphs captured after the KV cache")
+        max_len = s.max_model_len or m.max_position_embeddings
+        refusal = f"context {ctx:g} > max_model_len {max_len}" if ctx > max_len else ""
         return MemoryBreakdown(W, kv_need, prof, ovh, cap, budget, engine, f"= {util:g} x {cap / 1e9:.2f} GB",
-                               pool, conc, blocks, rule)
+                               pool, conc, blocks, rule, refusal=refusal)
     ovh = runtime_overhead_bytes(spec, m, fmt, tp, graphs, draft_kv_bytes)
     kv = batch * per_seq
     if engine == "trtllm":
@@ -490,7 +493,7 @@ def max_batch(m, fmt, kv_dtype, prompt, output, spec, engine="none", settings=DE
     if engine == "vllm":
         mb = plan_memory(m, fmt, kv_dtype, 1, prompt, output, spec, engine, settings, tp, kv_ways, flash_attention,
                          capacity_bytes, draft_kv_bytes)
-        return max(0, int(math.floor(mb.max_concurrency + 1e-9)))
+        return 0 if mb.refusal else max(0, int(math.floor(mb.max_concurrency + 1e-9)))
     need = _need_fn(m, fmt, kv_dtype, spec, engine, settings, tp, kv_ways, flash_attention, capacity_bytes, "batch",
                     1, prompt, output, draft_kv_bytes)
     return max(0, largest_int(need, 0.0, 1, MAX_SEARCH,
@@ -504,7 +507,8 @@ def max_context(m, fmt, kv_dtype, batch, output, spec, engine="none", settings=D
     At the requested prompt it is the same test as the fit verdict, so it is never below a context that fits.
     Closed forms: memory is affine in the prompt except where a sliding window caps the KV, the prefill chunk caps
     the activations, and (FlashAttention off) the quadratic score matrix overtakes the MLP; vLLM: the blocks a
-    sequence may hold, floor(blocks / batch), converted back to tokens. Not capped at the model's maximum."""
+    sequence may hold, floor(blocks / batch), converted back to tokens. Not capped at the model's maximum,
+    except under vLLM, which refuses requests longer than max_model_len."""
     s = settings
     if engine == "vllm":
         mb = plan_memory(m, fmt, kv_dtype, batch, 1, output, spec, engine, s, tp, kv_ways, flash_attention,
@@ -519,6 +523,7 @@ def max_context(m, fmt, kv_dtype, batch, output, spec, engine="none", settings=D
             ctx = (per // (G + L)) * bs
             if ctx >= m.sliding_window:
                 ctx = ((per - L * Wb) // G) * bs if G else MAX_SEARCH
+        ctx = min(ctx, s.max_model_len or m.max_position_embeddings)  # vLLM refuses longer requests
         return max(0, int(ctx)) if ctx > output else 0
     need = _need_fn(m, fmt, kv_dtype, spec, engine, s, tp, kv_ways, flash_attention, capacity_bytes, "prompt",
                     batch, 1, output, draft_kv_bytes)

@@ -142,6 +142,15 @@ def test_vllm_v1_profiles_the_token_budget_and_cli_flags_reach_it():
     assert big.engine.blocks == int((80e9 * 0.8 - W_7B - prof32 - CTX) // (16 * KV_TOK_7B))
 
 
+def test_vllm_refuses_requests_longer_than_max_model_len():
+    # vLLM rejects a prompt + output beyond max_model_len whatever the pool holds; the limits stop there too
+    e = estimate("llama-2-7b", "h100-sxm", prompt=5000, output=128, engine="vllm")
+    assert not e.memory.fits and "max_model_len 4096" in e.memory.verdict and e.memory.max_batch_at_context == 0
+    ok = estimate("llama-2-7b", "h100-sxm", prompt=5000, output=128, engine="vllm",
+                  engine_settings=EngineSettings(max_model_len=8192))
+    assert ok.memory.fits and ok.memory.max_context_at_batch == 8192
+
+
 def test_trtllm_sglang_llamacpp_rules():
     m, f, spec = load_model("llama-2-7b"), weight_format("fp16"), load_hardware("a100-80gb-sxm")
     cap = spec.usable_capacity_gb * 1e9
