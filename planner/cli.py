@@ -80,7 +80,8 @@ def add_engine_memory_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("engine memory (with --engine)")
     g.add_argument("--vllm-version", default="v1", choices=["v0.2", "v0", "v1"],
                    help="vLLM memory profiling: v0.2 (<= 0.2.4, torch peak only), v0 (0.2.5-0.6), v1 (0.7+, default)")
-    g.add_argument("--gpu-memory-utilization", type=utilization, default=None, help="vLLM share of the GPU (0.9)")
+    g.add_argument("--gpu-memory-utilization", type=utilization, default=None, help="the engine's memory fraction: vLLM gpu_memory_utilization (0.9), SGLang "
+                   "mem_fraction_static (0.88), TensorRT-LLM free_gpu_memory_fraction (0.9)")
     g.add_argument("--max-model-len", type=positive_int, default=None, help="vLLM max_model_len (model maximum)")
     g.add_argument("--max-num-batched-tokens", type=positive_int, default=None,
                    help="tokens per step = the prefill chunk (vLLM V1 8192; SGLang/TRT-LLM 8192; llama.cpp n_ubatch 512)")

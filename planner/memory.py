@@ -201,6 +201,8 @@ def need_bytes(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch, prompt, ou
 class EngineSettings:
     """Engine arguments that change memory (vLLM's names); None = the engine's default.
 
+    gpu_memory_utilization: the engine's memory fraction: vLLM gpu_memory_utilization (0.9), SGLang
+    mem_fraction_static (0.88), TensorRT-LLM free_gpu_memory_fraction (0.9).
     vllm_version: 'v0.2' (<= 0.2.4: the profiled peak is torch.cuda.max_memory_allocated(), non-torch memory not
     counted; fixed by PR #2031), 'v0' (0.2.5-0.6 V0 engine: peak = total - free after profiling, so non-torch memory
     counts; no chunked prefill: profiling runs max(max_model_len, 2048) tokens as max_num_seqs sequences), 'v1'
@@ -376,7 +378,7 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
     ovh = runtime_overhead_bytes(spec, m, fmt, tp, graphs, draft_kv_bytes)
     kv = batch * per_seq
     if engine == "trtllm":
-        f = TRTLLM_FREE_GPU_MEMORY_FRACTION
+        f = s.gpu_memory_utilization or TRTLLM_FREE_GPU_MEMORY_FRACTION
         free = max(0.0, cap - W - act - ovh)
         pool = f * free
         return MemoryBreakdown(W, kv, act, ovh, cap, W + act + ovh + pool, engine,
@@ -384,7 +386,7 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
                                pool / per_seq if per_seq else math.inf, None,
                                f"TensorRT-LLM: free_gpu_memory_fraction={f:g}, max_num_tokens={chunk}")
     if engine == "sglang":
-        f = SGLANG_MEM_FRACTION_STATIC
+        f = s.gpu_memory_utilization or SGLANG_MEM_FRACTION_STATIC
         static = cap * f
         pool = max(0.0, static - W - ovh)
         return MemoryBreakdown(W, kv, act, ovh, cap, static + act, engine,

@@ -162,6 +162,11 @@ def test_trtllm_sglang_llamacpp_rules():
     s = plan_memory(m, f, "fp16", 1, 1000, 24, spec, "sglang")
     assert s.kv_pool_bytes == pytest.approx(0.88 * cap - W_7B - ovh)
     assert s.max_concurrency == pytest.approx((0.88 * cap - W_7B - ovh) / (1024 * KV_TOK_7B))
+    # the engine's own fraction comes through the same setting
+    s7 = plan_memory(m, f, "fp16", 1, 1000, 24, spec, "sglang", EngineSettings(gpu_memory_utilization=0.7))
+    assert s7.kv_pool_bytes == pytest.approx(0.7 * cap - W_7B - ovh)
+    t5 = plan_memory(m, f, "fp16", 1, 1000, 24, spec, "trtllm", EngineSettings(gpu_memory_utilization=0.5))
+    assert t5.kv_pool_bytes == pytest.approx(0.5 * (cap - W_7B - act - ovh))
     ll = plan_memory(m, f, "fp16", 4, 1000, 24, spec, "llamacpp")
     assert ll.kv_pool_bytes == 4 * 1024 * KV_TOK_7B and ll.fits
     # llama.cpp's compute buffer holds one n_ubatch of 512 tokens: 4 x 1000 prompt tokens run 512 at a time
