@@ -292,6 +292,12 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
             if n_min and n_min <= 1024:
                 warnings.append(f"the weights alone need at least {n_min} x {spec.id}; `--tp N` splits them inside a "
                                 f"node, `planner plan --model {m.name} --hardware {spec.id}` sizes the deployment")
+    if engine == "vllm" and mb.blocks is not None and mb.kv_pool_bytes > 0:
+        max_len = es.max_model_len or m.max_position_embeddings
+        holds = max_context(m, fmt, kvd, 1, 0, *mem_args)  # tokens one sequence may hold in the pool
+        if holds < max_len:  # vLLM checks at start-up that one max_model_len sequence fits the pool
+            warnings.append(f"vLLM refuses to start with max_model_len {max_len}: the KV pool holds {holds:,} tokens "
+                            f"per sequence; pass --max-model-len {holds} or less")
     memory = MemoryReport(
         devices=tp, weights_gb=mb.weights_bytes / GB, kv_cache_gb=mb.kv_cache_bytes / GB,
         activations_gb=mb.activations_bytes / GB,

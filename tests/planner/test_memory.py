@@ -151,6 +151,15 @@ def test_vllm_refuses_requests_longer_than_max_model_len():
     assert ok.memory.fits and ok.memory.max_context_at_batch == 8192
 
 
+def test_vllm_start_up_check_on_max_model_len():
+    # Llama-3.1-8B bf16 on an L4 (24e9 B): the V1 pool after 16.06e9 of weights holds ~26k tokens, far below the
+    # model's 131,072: vLLM refuses to start unless max_model_len is lowered to what one sequence can hold
+    e = estimate("llama-3.1-8b", "l4", "bf16", engine="vllm")
+    holds = max_context(load_model("llama-3.1-8b"), weight_format("bf16"), "fp16", 1, 0, load_hardware("l4"), "vllm")
+    assert holds == e.engine.blocks * 16 and holds < 131072
+    assert any(f"--max-model-len {holds}" in w for w in e.warnings)
+
+
 def test_trtllm_sglang_llamacpp_rules():
     m, f, spec = load_model("llama-2-7b"), weight_format("fp16"), load_hardware("a100-80gb-sxm")
     cap = spec.usable_capacity_gb * 1e9
