@@ -70,6 +70,39 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     eff.add_argument("--datasheet", action="store_true", help="plain roofline: efficiency 1.0, no overheads")
 
 
+def utilization(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}") from None
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text}")
+    return v
+
+
+def add_engine_memory_args(p: argparse.ArgumentParser) -> None:
+    """Engine arguments that size memory (planner.memory.EngineSettings); vLLM's names."""
+    g = p.add_argument_group("engine memory (with --engine)")
+    g.add_argument("--vllm-version", default="v1", choices=["v0.2", "v0", "v1"],
+                   help="vLLM memory profiling: v0.2 (<= 0.2.4, torch peak only), v0 (0.2.5-0.6), v1 (0.7+, default)")
+    g.add_argument("--gpu-memory-utilization", type=utilization, default=None, help="the engine's memory fraction: vLLM gpu_memory_utilization (0.9), SGLang "
+                   "mem_fraction_static (0.88), TensorRT-LLM free_gpu_memory_fraction (0.9)")
+    g.add_argument("--max-model-len", type=positive_int, default=None, help="vLLM max_model_len (model maximum)")
+    g.add_argument("--max-num-batched-tokens", type=positive_int, default=None,
+                   help="tokens per step = the prefill chunk (vLLM V1 8192; SGLang/TRT-LLM 8192; llama.cpp n_ubatch 512)")
+    g.add_argument("--max-num-seqs", type=positive_int, default=256, help="vLLM max_num_seqs (256)")
+    g.add_argument("--block-size", type=positive_int, default=16, help="vLLM KV block size in tokens (16)")
+    g.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (no graph memory pool)")
+
+
+def engine_settings(args):
+    from .memory import EngineSettings
+    return EngineSettings(vllm_version=args.vllm_version, gpu_memory_utilization=args.gpu_memory_utilization,
+                          max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens,
+                          max_num_seqs=args.max_num_seqs, block_size=args.block_size,
+                          cuda_graphs=not args.enforce_eager)
+
+
 def efficiency_mode(args) -> str:
     return "datasheet" if args.datasheet else ("default" if args.no_calibration else "auto")
 
@@ -85,7 +118,7 @@ def cmd_estimate(args) -> int:
         return estimate(args.model, hw, args.weights, args.kv_dtype, args.batch, args.prompt, args.output,
                         unit=args.unit, efficiency=efficiency_mode(args), engine=args.engine,
                         flash_attention=not args.no_flash_attention, runtime=getattr(args, "runtime", None),
-                        tp=args.tp)
+                        tp=args.tp, engine_settings=engine_settings(args))
 
     devices = str_list(args.hardware)
     if len(devices) > 1:  # several devices: one comparison table (or a JSON list)
@@ -226,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("estimate", help="memory, latency and throughput of one configuration")
     add_workload_args(p)
+    add_engine_memory_args(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--ops", action="store_true", help="also print the per-operator table")
     p.set_defaults(func=cmd_estimate)

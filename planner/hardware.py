@@ -262,7 +262,3 @@ def default_efficiency(spec: HardwareSpec, unit: ComputeUnit) -> Efficiency:
     eff = efficiency_defaults().by_unit_kind[unit.kind]
     return eff.model_copy(update={"source": f"default for {unit.kind} units ({EFFICIENCY_DEFAULTS_PATH.name})"})
 
-
-def runtime_overhead_gb(spec: HardwareSpec) -> float:
-    """Memory the runtime takes before any model byte: CUDA context, framework workspace, allocator slack."""
-    return efficiency_defaults().runtime_overhead_gb[spec.kind]

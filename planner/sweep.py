@@ -14,10 +14,10 @@ import numpy as np
 from .architecture import ModelArch, load_model
 from .efficiency import resolve_efficiency
 from .errors import PlannerError
-from .hardware import HardwareSpec, load_hardware, runtime_overhead_gb
+from .hardware import HardwareSpec, load_hardware
 from .latency import decode_step_time_s, decode_sum_s, prefill_time_s
-from .memory import activation_bytes_peak
-from .ops import ATTENTION, MATMUL, VECTOR, kv_bytes_per_sequence, weight_bytes
+from .memory import need_bytes, runtime_overhead_bytes
+from .ops import ATTENTION, MATMUL, VECTOR
 from .quantization import kv_dtype as norm_kv, weight_format
 from .roofline import capable_units, device_model, unit_request_proxy_s
 from .units import GB
@@ -130,10 +130,9 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
         d_first = chosen(decode_step_time_s(m, fmt, kvd, sd, B, P, flash_attention))
         Bf, Pf, Of = flat_B, flat_P, flat_O
         tpot = np.where(Of > 1, dsum / np.maximum(Of - 1, 1), d_first)
-        need = (weight_bytes(m, fmt) + Bf * kv_bytes_per_sequence(m, kvd, Pf + Of)
-                + activation_bytes_peak(m, fmt, Bf, Pf, 0, flash_attention))
+        need = need_bytes(m, fmt, kvd, Bf, Pf, Of, flash_attention)
         cap = np.array([s.usable_capacity_gb * GB for s in keep])[:, None]
-        ovh = np.array([runtime_overhead_gb(s) * GB for s in keep])[:, None]
+        ovh = np.array([runtime_overhead_bytes(s, m, fmt) for s in keep])[:, None]
         total = need[None, :] + ovh
         fits = total <= cap
         frames.append(pd.DataFrame({

@@ -72,10 +72,11 @@ def speculative(target, draft, hardware, gamma: int = 4, alpha: float = 0.7, wei
     u = select_unit(spec, fmt)
     dev = device_model(spec, u, fmt, resolve_efficiency(spec, u, efficiency))
     # both models live on the device: weights + KV of the context for each, plus the runtime overhead
-    from ..hardware import runtime_overhead_gb
+    from ..memory import runtime_overhead_bytes
     from ..ops import kv_bytes_per_sequence
-    need = (weight_bytes(tm, fmt) + weight_bytes(dm, fmt) + runtime_overhead_gb(spec) * 1e9
-            + batch * float(kv_bytes_per_sequence(tm, kvd, context + gamma + 1) + kv_bytes_per_sequence(dm, kvd, context + gamma + 1)))
+    draft_kv = batch * float(kv_bytes_per_sequence(dm, kvd, context + gamma + 1))
+    need = (weight_bytes(tm, fmt) + weight_bytes(dm, fmt) + runtime_overhead_bytes(spec, tm, fmt, draft_kv_bytes=draft_kv)
+            + batch * float(kv_bytes_per_sequence(tm, kvd, context + gamma + 1)))
     cap = spec.usable_capacity_gb * 1e9
     fits = need <= cap
     verdict = (f"{'fits' if fits else 'does not fit'}: target + draft weights and KV need {need / 1e9:.2f} GB of "

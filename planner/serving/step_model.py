@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import PlannerError
-from ..hardware import HardwareSpec, runtime_overhead_gb
-from ..memory import activation_bytes_peak
-from ..ops import ATTENTION, causal_key_sum, kv_bytes_per_token, step_ops, weight_bytes
+from ..hardware import HardwareSpec
+from ..memory import EngineSettings, plan_memory
+from ..ops import ATTENTION, causal_key_sum, kv_bytes_per_token, step_ops
 from ..roofline import DeviceModel, time_ops
 from ..units import GB, US
 from .parallelism import Link, kv_split, split_ops, tp_comm_time_s
@@ -293,23 +293,25 @@ class ReplicaMemory:
 
 
 def replica_memory(m, fmt, kv_dtype: str, spec: HardwareSpec, tp: int = 1, pp: int = 1, max_tokens: int = 8192,
-                   flash_attention: bool = True, gpu_memory_utilization: float = 0.9) -> ReplicaMemory:
-    """Per GPU: weights / (t p) + runtime overhead + peak activations of a max_tokens prefill / t, against
-    gpu_memory_utilization x usable capacity (vLLM's default 0.9); the rest holds KV. A token's KV (all layers)
-    takes kv_bytes_per_token x (t / kv_split) / (t p) per GPU, spread over the t p GPUs of the replica.
+                   flash_attention: bool = True, gpu_memory_utilization: float = 0.9,
+                   max_num_seqs: int = 256) -> ReplicaMemory:
+    """The KV pool of one engine, by the same rule as `planner estimate --engine vllm` (planner.memory.plan_memory,
+    vLLM V1 with max_num_batched_tokens = max_tokens): per GPU, gpu_memory_utilization x usable capacity less
+    weights / (t p), the profiling run's peak and the runtime overhead holds KV. A token's KV (all layers) takes
+    kv_bytes_per_token x (t / kv_split) / (t p) per GPU, spread over the t p GPUs of the replica.
     """
-    cap = spec.usable_capacity_gb * GB * gpu_memory_utilization
-    w = weight_bytes(m, fmt) / (tp * pp)
-    act = float(activation_bytes_peak(m, fmt, 1, max_tokens, 0, flash_attention)) / tp
-    ovh = runtime_overhead_gb(spec) * GB
-    free = cap - w - act - ovh
+    s = EngineSettings(vllm_version="v1", gpu_memory_utilization=gpu_memory_utilization,
+                       max_num_batched_tokens=max_tokens, max_num_seqs=max_num_seqs)
+    mb = plan_memory(m, fmt, kv_dtype, 1, 1, 0, spec, "vllm", s, tp, kv_split(m, tp), flash_attention, pp=pp)
+    cap = mb.budget
     per_tok_total = kv_bytes_per_token(m, kv_dtype)
     per_tok_gpu = per_tok_total / kv_split(m, tp) / pp
+    free = mb.kv_pool_bytes
     tokens = int(free // per_tok_gpu) if free > 0 else 0
-    need = (w + act + ovh) / GB
+    need = (mb.weights_bytes + mb.activations_bytes + mb.overhead_bytes) / GB
     if free <= 0:
         verdict = (f"does not fit: needs {need:.1f} GB per device before any KV cache, of {cap / GB:.1f} GB "
                    f"({gpu_memory_utilization:g} x usable)")
     else:
         verdict = f"fits: {need:.1f} GB per device + KV pool of {tokens:,} tokens"
-    return ReplicaMemory(free > 0, verdict, w / GB, tokens, per_tok_total, cap / GB)
+    return ReplicaMemory(free > 0, verdict, mb.weights_bytes / GB, tokens, per_tok_total, cap / GB)
