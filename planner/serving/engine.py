@@ -1,6 +1,14 @@
 """One serving configuration end to end: (model, device, format, TP/PP, replicas, scheduler limits) + workload ->
 simulated latency percentiles and throughput. `simulate(...)` is the function API behind `planner simulate`.
 
+Efficiency and ranges follow `planner estimate`: `runtime` names a serving-runtime profile (planner/runtimes.py,
+hardware_specs/runtimes/) whose fitted efficiency the step model uses (resolved by planner/efficiency.py, the same
+precedence as estimate); `engine` names the KV sizing rules (planner/memory.py engine_kv: vllm, sglang, trtllm,
+llamacpp; 'none' = the replica rule in step_model.replica_memory). Ranges: where estimate would attach a p10-p90
+interval (a runtime profile, or the kind defaults' fitted intervals), the simulation is run again with every step
+time divided by the interval's p10 (slow end) and p90 (fast end) of measured / predicted speed for the batched
+('throughput') regime, at the same offered load, so queueing shows in the range as it would on such a system.
+
 A deployment of r replicas of t x p GPUs runs r x p engines (a p-stage pipeline keeps p micro-batches in flight,
 see parallelism.py); requests are routed round-robin, so one engine sees 1/(r p) of the traffic. For a parametric
 workload the engine's share is simulated directly as a Poisson stream at qps / (r p) (Poisson thinning); a trace is
@@ -13,6 +21,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import DoesNotFit, PlannerError, pydantic_one_line
@@ -20,6 +30,12 @@ from .parallelism import check_tp, node_for
 from .simulator import EngineLimits, EngineTrace, run_engine, summarize
 from .step_model import ReplicaMemory, StepModel, replica_memory
 from .workload import Requests, Workload, generate
+
+
+MAX_REPLICAS = 100_000
+MAX_REQUESTS = 1_000_000
+# host link for swap when a spec gives no PCIe figure: PCIe 4.0 x16, 32 GB/s per direction nominal (PCI-SIG)
+DEFAULT_SWAP_GBS = 32.0
 
 
 class ServingConfig(BaseModel):
@@ -30,15 +46,18 @@ class ServingConfig(BaseModel):
     hardware: str
     weights: str = "fp16"
     kv_dtype: str = "fp16"
-    tp: int = Field(1, ge=1)
-    pp: int = Field(1, ge=1)
-    replicas: int = Field(1, ge=1)
-    max_num_seqs: int = Field(256, ge=1)
-    max_num_batched_tokens: int = Field(8192, ge=1)
+    tp: int = Field(1, ge=1, le=64)
+    pp: int = Field(1, ge=1, le=64)
+    replicas: int = Field(1, ge=1, le=MAX_REPLICAS)
+    max_num_seqs: int = Field(256, ge=1, le=65536)
+    max_num_batched_tokens: int = Field(8192, ge=1, le=1 << 20)
     chunked_prefill: bool = False
-    block_size: int = Field(16, ge=1)
+    block_size: int = Field(16, ge=1, le=4096)
     flash_attention: bool = True
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, allow_inf_nan=False)
+    preemption: Literal["recompute", "swap"] = "recompute"
+    runtime: str | None = None
+    engine: str = "none"
 
     @property
     def gpus(self) -> int:
@@ -65,11 +84,82 @@ class Engine:
     limits: EngineLimits
 
 
-def build_engine(m, spec, cfg: ServingConfig, efficiency="auto", max_prompt: int = 0) -> Engine:
-    """Step-time tables and KV pool for cfg; raises PlannerError when the weights do not fit."""
+def device_for(m, spec, fmt, efficiency="auto", runtime=None):
+    """(unit, DeviceModel, runtime profile or None) as `planner estimate` resolves them (planner/efficiency.py)."""
     from ..efficiency import resolve_efficiency
-    from ..quantization import kv_dtype as norm_kv, weight_format
     from ..roofline import device_model, select_unit
+
+    prof = None
+    unit = None
+    if runtime is not None:
+        from ..runtimes import load_runtime
+
+        prof = load_runtime(runtime)
+        unit = prof.default_unit(spec)
+    u = select_unit(spec, fmt, unit)
+    return u, device_model(spec, u, fmt, resolve_efficiency(spec, u, efficiency, prof)), prof
+
+
+def speed_interval(spec, unit, efficiency="auto", prof=None, batch: int = 2):
+    """The p10-p90 interval of measured / predicted speed that `planner estimate` would attach (runtimes.py):
+    the runtime profile's class, or the kind defaults' interval when the default efficiencies apply; None when
+    none applies (calibration, device efficiency or the datasheet roofline)."""
+    from ..efficiency import efficiency_origin
+    from ..runtimes import default_interval_class, interval_regime
+
+    origin = efficiency_origin(spec, unit, efficiency, prof)
+    pc = prof.for_unit(spec, unit) if origin == "runtime" else default_interval_class() if origin == "default" else None
+    if pc is None:
+        return None
+    iv = interval_regime(pc, "decode", batch)
+    if iv is None:
+        return None
+    return {"p10": iv.p10, "p90": iv.p90, "rows": iv.rows, "regime": "throughput" if batch > 1 else "decode",
+            "source": f"{prof.id if prof else 'kind defaults'} ({pc.key}): "
+                      + (pc.fit.interval_source if pc.fit else "no fit record")}
+
+
+def swap_gbs(spec) -> float:
+    """Host link per direction for swapping KV: half the spec's PCIe bidirectional figure, else DEFAULT_SWAP_GBS."""
+    ic = spec.interconnect
+    if ic is not None and ic.pcie_bidirectional_gbs:
+        return ic.pcie_bidirectional_gbs / 2
+    return DEFAULT_SWAP_GBS
+
+
+def engine_pool(m, fmt, kvd, spec, cfg: "ServingConfig", max_len: int) -> ReplicaMemory:
+    """KV pool of one engine: step_model.replica_memory for engine 'none', else the engine's own rule
+    (planner.memory.engine_kv, the rule `planner estimate --engine` applies) at the scheduler's max_num_seqs and
+    the workload's longest request."""
+    mem = replica_memory(m, fmt, kvd, spec, cfg.tp, cfg.pp, cfg.max_num_batched_tokens, cfg.flash_attention,
+                         cfg.gpu_memory_utilization)
+    if cfg.engine == "none":
+        return mem
+    from ..hardware import runtime_overhead_gb
+    from ..memory import engine_kv
+    from ..units import GB
+    from .parallelism import kv_split
+
+    if cfg.pp > 1:
+        raise PlannerError(f"--engine: {cfg.engine}'s KV rule is modelled for one node (tensor parallelism); "
+                           "use --engine none with --pp")
+    ways = kv_split(m, cfg.tp)
+    ek = engine_kv(cfg.engine, m, fmt, kvd, cfg.max_num_seqs, max(1, max_len - 1), 1,
+                   spec.usable_capacity_gb * GB, runtime_overhead_gb(spec) * GB, cfg.flash_attention,
+                   tp=cfg.tp, kv_ways=ways)
+    per_tok = mem.kv_bytes_per_token / ways
+    tokens = int(ek.kv_pool_bytes // per_tok) if ek.kv_pool_bytes > 0 else 0
+    fits = tokens > 0 and (ek.fits or cfg.engine != "llamacpp")  # llama.cpp allocates n_ctx up front
+    verdict = (f"fits ({cfg.engine}: {ek.rule}): KV pool of {tokens:,} tokens" if fits else
+               f"does not fit ({cfg.engine}: {ek.rule}): KV pool {ek.kv_pool_bytes / GB:.2f} GB per device")
+    return ReplicaMemory(fits, verdict, mem.weights_gb_per_gpu, tokens, mem.kv_bytes_per_token,
+                         mem.capacity_gb_per_gpu)
+
+
+def build_engine(m, spec, cfg: ServingConfig, efficiency="auto", max_prompt: int = 0, max_len: int = 0) -> Engine:
+    """Step-time tables and KV pool for cfg; raises DoesNotFit when the weights do not fit."""
+    from ..quantization import kv_dtype as norm_kv, weight_format
+    from .parallelism import kv_split
 
     fmt = weight_format(cfg.weights)
     kvd = norm_kv(cfg.kv_dtype)
@@ -82,10 +172,8 @@ def build_engine(m, spec, cfg: ServingConfig, efficiency="auto", max_prompt: int
         raise PlannerError(f"--pp: {spec.id} nodes have no network between them ({node.name})")
     if cfg.pp > m.num_layers:
         raise PlannerError(f"--pp: {cfg.pp} stages exceed {m.name}'s {m.num_layers} layers")
-    u = select_unit(spec, fmt)
-    dev = device_model(spec, u, fmt, resolve_efficiency(spec, u, efficiency))
-    mem = replica_memory(m, fmt, kvd, spec, cfg.tp, cfg.pp, cfg.max_num_batched_tokens, cfg.flash_attention,
-                         cfg.gpu_memory_utilization)
+    _, dev, _ = device_for(m, spec, fmt, efficiency, cfg.runtime)
+    mem = engine_pool(m, fmt, kvd, spec, cfg, max(max_len, max_prompt + 1))
     if not mem.fits:
         raise DoesNotFit(f"{m.name} {fmt.name} on {cfg.tp * cfg.pp} x {spec.id}: {mem.verdict}")
     max_tokens = max(cfg.max_num_batched_tokens, max_prompt, cfg.max_num_seqs)
@@ -93,7 +181,9 @@ def build_engine(m, spec, cfg: ServingConfig, efficiency="auto", max_prompt: int
                          node.inter_link() if cfg.pp > 1 else None, cfg.flash_attention, max_tokens)
     lim = EngineLimits(kv_pool_tokens=mem.kv_pool_tokens // cfg.pp, max_num_seqs=cfg.max_num_seqs,
                        max_num_batched_tokens=cfg.max_num_batched_tokens, chunked_prefill=cfg.chunked_prefill,
-                       block_size=cfg.block_size)
+                       block_size=cfg.block_size, preemption=cfg.preemption,
+                       kv_bytes_per_token=mem.kv_bytes_per_token / kv_split(m, cfg.tp) / cfg.pp,
+                       swap_gbs=swap_gbs(spec))
     return Engine(sm, mem, lim)
 
 
