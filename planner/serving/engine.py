@@ -190,8 +190,8 @@ def build_engine(m, spec, cfg: ServingConfig, efficiency="auto", max_prompt: int
 def engine_requests(w: Workload, engines: int, n: int, seed: int = 0) -> Requests:
     """The requests one of `engines` engines sees (module docstring)."""
     if w.trace:
-        return generate(w, n * engines, seed).split(engines)
-    return generate(w.model_copy(update={"qps": w.qps / engines}), n, seed)
+        return generate(w, n, seed, stride=engines)
+    return generate(w.model_copy(update={"qps": max(w.qps / engines, 1e-300)}), n, seed)
 
 
 @dataclass

@@ -204,6 +204,19 @@ class StepModel:
         # sum over integer j in [lo, hi] of a linear function = (hi - lo + 1) (f(lo) + f(hi)) / 2
         return sum((hi - lo + 1) * (at(lo) + at(hi)) / 2 for lo, hi in pieces if hi >= lo)
 
+    def scaled(self, factor: float) -> "StepModel":
+        """The same engine with every step time multiplied by `factor` (a system 1/factor as fast): used for the
+        p10-p90 range of a simulation (engine.py)."""
+        import dataclasses
+
+        def grp(gs):
+            return [_AttnGroup(g.window, [(c, *(v * factor for v in coefs)) for c, *coefs in g.ops]) for g in gs]
+
+        return dataclasses.replace(
+            self, token_time=[t * factor for t in self.token_time], lm_time=[t * factor for t in self.lm_time],
+            groups=grp(self.groups), prefill_groups=grp(self.prefill_groups),
+            kernel_overhead_s=self.kernel_overhead_s * factor, step_overhead_s=self.step_overhead_s * factor)
+
     # ------------------------------------------------------------ capacity
 
     def tp_pp_gpus(self) -> int:
