@@ -164,8 +164,8 @@ def load_trace(path: str | Path) -> Requests:
         except (ValueError, IndexError):
             raise PlannerError(f"--trace: {p} line {i}: expected number,int,int, got {ln.strip()!r}") from None
         if len(parts) != 3 or not np.isfinite(a) or a < 0 or a > 1e9 or not 1 <= pr <= MAX_TOKENS or not 1 <= o <= MAX_TOKENS:
-            raise PlannerError(f"--trace: {p} line {i}: need 0 <= arrival_s <= 1e9, prompt_tokens and output_tokens "
-                               f"in [1, {MAX_TOKENS:,}]")
+            raise PlannerError(f"--trace: {p} line {i}: need arrival_s >= 0 (at most 1e9), prompt_tokens >= 1, "
+                               f"output_tokens >= 1 (each at most {MAX_TOKENS:,})")
         rows.append((a, pr, o))
     if not rows:
         raise PlannerError(f"--trace: {p} has a header but no requests")
