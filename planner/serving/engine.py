@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from typing import Literal
-
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import DoesNotFit, PlannerError, pydantic_one_line
@@ -220,38 +219,163 @@ class SimulationResult:
                              "e2e_s": t.finish_s - t.arrival_s})
 
 
+RANGE_KEYS = (("requests_per_s", None), ("output_tokens_per_s", None), ("ttft_ms", "p50"), ("ttft_ms", "p95"),
+              ("ttft_ms", "p99"), ("tpot_ms", "p50"), ("tpot_ms", "p95"), ("tpot_ms", "p99"), ("e2e_s", "p50"),
+              ("e2e_s", "p95"))
+
+
+def _fig(s: dict, key: str, q: str | None):
+    return s[key] if q is None else s[key][q]
+
+
+def _ranges(lo: dict, hi: dict) -> dict:
+    """{figure: [low, high]} from the slow-end and fast-end summaries (a latency's low is the fast end's)."""
+    out = {}
+    for key, q in RANGE_KEYS:
+        a, b = _fig(lo, key, q), _fig(hi, key, q)
+        name = key if q is None else f"{key}_{q}"
+        out[name] = None if a is None or b is None else [min(a, b), max(a, b)]
+    return out
+
+
 def simulate(model, config: ServingConfig | dict, workload: Workload, n_requests: int = 2000, seed: int = 0,
-             efficiency="auto", warmup_fraction: float = 0.1, engine: Engine | None = None) -> SimulationResult:
-    """Simulate one engine of the deployment on its share of the workload (n_requests of them)."""
+             efficiency="auto", warmup_fraction: float = 0.1, engine: Engine | None = None,
+             ranges: bool = True) -> SimulationResult:
+    """Simulate one engine of the deployment on its share of the workload (n_requests of them); with `ranges`,
+    also at the two ends of the speed interval (module docstring) -> result.summary['range']."""
     from ..architecture import load_model
     from ..hardware import load_hardware
+    from .workload import check_requests
 
+    check_requests(n_requests)
     m = model if not isinstance(model, str) else load_model(model)
     cfg = config if isinstance(config, ServingConfig) else make_config(**config)
     spec = load_hardware(cfg.hardware)
     reqs = engine_requests(workload, cfg.engines, n_requests, seed)
-    eng = engine or build_engine(m, spec, cfg, efficiency, int(reqs.prompt.max()))
+    eng = engine or build_engine(m, spec, cfg, efficiency, int(reqs.prompt.max()), int((reqs.prompt + reqs.output).max()))
     tr = run_engine(eng.step_model, reqs, eng.limits)
     s = summarize(tr, warmup_fraction)
+    iv = _interval(m, spec, cfg, efficiency, s) if ranges else None
+    if iv is not None:
+        lo = summarize(run_engine(eng.step_model.scaled(1 / iv["p10"]), reqs, eng.limits), warmup_fraction)
+        hi = summarize(run_engine(eng.step_model.scaled(1 / iv["p90"]), reqs, eng.limits), warmup_fraction)
+        s["range"] = _ranges(lo, hi) | {"interval": iv}
+    else:
+        s["range"] = None
     totals = {"gpus": cfg.gpus, "engines": cfg.engines,
               "requests_per_s": s["requests_per_s"] * cfg.engines,
               "output_tokens_per_s": s["output_tokens_per_s"] * cfg.engines,
               "offered_requests_per_s": workload.qps}
+    if s["range"]:
+        for k in ("requests_per_s", "output_tokens_per_s"):
+            totals[f"{k}_range"] = [v * cfg.engines for v in s["range"][k]]
     return SimulationResult(m.name, cfg, workload.describe(), s, totals, eng.memory.verdict, eng.limits.kv_pool_tokens,
                             tr)
 
 
-def meets_slo(summary: dict, ttft_p95_ms: float, tpot_p95_ms: float) -> tuple[bool, str]:
-    """(ok, reason): p95 TTFT and TPOT against their targets; rejected requests fail it."""
+def _interval(m, spec, cfg: ServingConfig, efficiency, s: dict) -> dict | None:
+    from ..quantization import weight_format
+
+    fmt = weight_format(cfg.weights)
+    u, _, prof = device_for(m, spec, fmt, efficiency, cfg.runtime)
+    return speed_interval(spec, u, efficiency, prof, max(1, round(s["mean_batch_busy"])))
+
+
+def offline_throughput(m, spec, cfg: ServingConfig, workload: Workload, n_requests: int = 1000, seed: int = 0,
+                       efficiency="auto", engine: Engine | None = None) -> dict:
+    """Offline (MLPerf Inference's scenario, no latency limit): every request of the engine's share queued at
+    t = 0; requests/s = completed / time to finish them all (one engine; x engines for a deployment). The time
+    includes the drain of the longest request, so with few requests this understates the saturated rate: more
+    requests tighten it."""
+    reqs = engine_requests(workload, cfg.engines, n_requests, seed)
+    eng = engine or build_engine(m, spec, cfg, efficiency, int(reqs.prompt.max()), int((reqs.prompt + reqs.output).max()))
+    burst = Requests(np.zeros(len(reqs)), reqs.prompt, reqs.output)
+    return summarize(run_engine(eng.step_model, burst, eng.limits), 0.0)
+
+
+def max_rate(model, config: ServingConfig | dict, workload: Workload, ttft_ms: float, tpot_ms: float,
+             percentile: int = 95, n_requests: int = 1000, seed: int = 0, efficiency="auto",
+             precision: float = 0.02, ranges: bool = True) -> dict:
+    """The highest request rate whose simulated TTFT and TPOT percentiles meet the limits (Server scenario), by a
+    geometric bisection over the rate in [Offline / 1000, Offline]: the bracket's top is the Offline throughput
+    (no latency limit), so the answer can never exceed it. Each probe simulates n_requests per engine with the
+    same seed (common random numbers). Stops when the bracket is within `precision` (relative)."""
+    from ..architecture import load_model
+    from ..hardware import load_hardware
+    from .workload import check_requests
+
+    check_requests(n_requests)
+    if percentile not in (50, 90, 95, 99):
+        raise PlannerError(f"--percentile: must be one of 50, 90, 95, 99, got {percentile!r}")
+    for flag, v in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms)):
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= 1e9):
+            raise PlannerError(f"{flag}: must be a finite number of milliseconds in (0, 1e9], got {v!r}")
+    m = model if not isinstance(model, str) else load_model(model)
+    cfg = config if isinstance(config, ServingConfig) else make_config(**config)
+    spec = load_hardware(cfg.hardware)
+    probe = engine_requests(workload, cfg.engines, n_requests, seed)
+    eng = build_engine(m, spec, cfg, efficiency, int(probe.prompt.max()), int((probe.prompt + probe.output).max()))
+    q = f"p{percentile}"
+
+    def search(sm) -> dict:
+        e = Engine(sm, eng.memory, eng.limits)
+        off = offline_throughput(m, spec, cfg, workload, n_requests, seed, efficiency, e)
+        top = off["requests_per_s"]  # per engine
+
+        def ok(rate):
+            w = workload.model_copy(update={"qps": rate * cfg.engines})
+            s = summarize(run_engine(sm, engine_requests(w, cfg.engines, n_requests, seed), eng.limits))
+            good, why = meets_slo(s, ttft_ms, tpot_ms, q)
+            return good, why, s
+
+        lo_rate, hi_rate = top / 1000, top
+        good, why, s_hi = ok(hi_rate)
+        if good:
+            best, s_best, why_lo = hi_rate, s_hi, ""
+        else:
+            good, why_lo, s_lo = ok(lo_rate)
+            if not good:
+                return {"offline_requests_per_s": float(top * cfg.engines), "max_requests_per_s": None,
+                        "reason": f"misses the limits even at {lo_rate * cfg.engines:.4g} req/s: {why_lo}"}
+            best, s_best = lo_rate, s_lo
+            while hi_rate / lo_rate > 1 + precision:
+                mid = math.sqrt(lo_rate * hi_rate)
+                good, _, s_mid = ok(mid)
+                if good:
+                    lo_rate, best, s_best = mid, mid, s_mid
+                else:
+                    hi_rate = mid
+        tok_per_req = s_best["output_tokens_per_s"] / max(s_best["requests_per_s"], 1e-300)
+        return {"offline_requests_per_s": float(top * cfg.engines), "max_requests_per_s": float(best * cfg.engines),
+                "max_output_tokens_per_s": float(best * tok_per_req * cfg.engines),
+                "offline_output_tokens_per_s": float(off["output_tokens_per_s"] * cfg.engines),
+                f"ttft_ms_{q}": s_best["ttft_ms"][q], f"tpot_ms_{q}": s_best["tpot_ms"][q],
+                "preemptions": s_best["preemptions"], "reason": ""}
+
+    out = search(eng.step_model)
+    out.update({"model": m.name, "config": cfg.model_dump(), "workload": workload.describe(),
+                "limits": {f"ttft_ms_{q}": ttft_ms, f"tpot_ms_{q}": tpot_ms}, "memory": eng.memory.verdict,
+                "requests_per_probe": n_requests, "precision": precision, "range": None})
+    unit, _, prof = device_for(m, spec, eng.step_model.fmt, efficiency, cfg.runtime)
+    iv = speed_interval(spec, unit, efficiency, prof, 2) if ranges else None
+    if iv is not None:
+        slow, fast = search(eng.step_model.scaled(1 / iv["p10"])), search(eng.step_model.scaled(1 / iv["p90"]))
+        out["range"] = {k: [slow[k], fast[k]] for k in ("max_requests_per_s", "offline_requests_per_s")} | {
+            "interval": iv}
+    return out
+
+
+def meets_slo(summary: dict, ttft_p95_ms: float, tpot_p95_ms: float, q: str = "p95") -> tuple[bool, str]:
+    """(ok, reason): TTFT and TPOT percentile q against their targets; rejected requests fail it."""
     if summary["rejected"]:
         return False, f"{summary['rejected']} requests longer than the KV pool"
-    ttft = summary["ttft_ms"]["p95"]
-    tpot = summary["tpot_ms"]["p95"]
+    ttft = summary["ttft_ms"][q]
+    tpot = summary["tpot_ms"][q]
     bad = []
     if ttft is None or ttft > ttft_p95_ms:
-        bad.append(f"TTFT p95 {ttft:,.0f} ms > {ttft_p95_ms:g}" if ttft is not None else "no TTFT")
+        bad.append(f"TTFT {q} {ttft:,.0f} ms > {ttft_p95_ms:g}" if ttft is not None else "no TTFT")
     if tpot is not None and tpot > tpot_p95_ms:
-        bad.append(f"TPOT p95 {tpot:.1f} ms > {tpot_p95_ms:g}")
+        bad.append(f"TPOT {q} {tpot:.1f} ms > {tpot_p95_ms:g}")
     return (not bad), "; ".join(bad)
 
 
