@@ -6,8 +6,10 @@ hardware_specs/runtimes/) whose fitted efficiency the step model uses (resolved 
 precedence as estimate); `engine` names the KV sizing rules (planner/memory.py engine_kv: vllm, sglang, trtllm,
 llamacpp; 'none' = the replica rule in step_model.replica_memory). Ranges: where estimate would attach a p10-p90
 interval (a runtime profile, or the kind defaults' fitted intervals), the simulation is run again with every step
-time divided by the interval's p10 (slow end) and p90 (fast end) of measured / predicted speed for the batched
-('throughput') regime, at the same offered load, so queueing shows in the range as it would on such a system.
+time divided by the interval's p10 (slow end) and p90 (fast end) of measured / predicted speed (decode work by the
+'decode' regime at a mean batch of 1, 'throughput' above; prompt work by the 'prefill' regime: runtimes.
+interval_regime, as estimate picks them), at the same offered load, so queueing shows in the range as it would on
+such a system. At low load (no queueing) the ranges are estimate's latency_low/high exactly.
 
 A deployment of r replicas of t x p GPUs runs r x p engines (a p-stage pipeline keeps p micro-batches in flight,
 see parallelism.py); requests are routed round-robin, so one engine sees 1/(r p) of the traffic. For a parametric
@@ -113,9 +115,18 @@ def speed_interval(spec, unit, efficiency="auto", prof=None, batch: int = 2):
     iv = interval_regime(pc, "decode", batch)
     if iv is None:
         return None
-    return {"p10": iv.p10, "p90": iv.p90, "rows": iv.rows, "regime": "throughput" if batch > 1 else "decode",
+    ip = interval_regime(pc, "prefill", batch) or iv
+    regime = next((k for k, v in pc.intervals.items() if v is iv), "decode")
+    return {"p10": iv.p10, "p90": iv.p90, "rows": iv.rows, "regime": regime,
+            "prefill_p10": ip.p10, "prefill_p90": ip.p90,
             "source": f"{prof.id if prof else 'kind defaults'} ({pc.key}): "
                       + (pc.fit.interval_source if pc.fit else "no fit record")}
+
+
+def slow_fast(sm: StepModel, iv: dict) -> tuple[StepModel, StepModel]:
+    """The step model at the slow (p10) and fast (p90) ends of the interval: decode work / the decode-regime
+    quantile, prompt work / the prefill-regime quantile (as estimate's latency_low/high)."""
+    return (sm.scaled(1 / iv["p10"], 1 / iv["prefill_p10"]), sm.scaled(1 / iv["p90"], 1 / iv["prefill_p90"]))
 
 
 def swap_gbs(spec) -> float:
@@ -257,8 +268,9 @@ def simulate(model, config: ServingConfig | dict, workload: Workload, n_requests
     s = summarize(tr, warmup_fraction)
     iv = _interval(m, spec, cfg, efficiency, s) if ranges else None
     if iv is not None:
-        lo = summarize(run_engine(eng.step_model.scaled(1 / iv["p10"]), reqs, eng.limits), warmup_fraction)
-        hi = summarize(run_engine(eng.step_model.scaled(1 / iv["p90"]), reqs, eng.limits), warmup_fraction)
+        slow, fast = slow_fast(eng.step_model, iv)
+        lo = summarize(run_engine(slow, reqs, eng.limits), warmup_fraction)
+        hi = summarize(run_engine(fast, reqs, eng.limits), warmup_fraction)
         s["range"] = _ranges(lo, hi) | {"interval": iv}
     else:
         s["range"] = None
@@ -284,13 +296,28 @@ def _interval(m, spec, cfg: ServingConfig, efficiency, s: dict) -> dict | None:
 def offline_throughput(m, spec, cfg: ServingConfig, workload: Workload, n_requests: int = 1000, seed: int = 0,
                        efficiency="auto", engine: Engine | None = None) -> dict:
     """Offline (MLPerf Inference's scenario, no latency limit): every request of the engine's share queued at
-    t = 0; requests/s = completed / time to finish them all (one engine; x engines for a deployment). The time
-    includes the drain of the longest request, so with few requests this understates the saturated rate: more
-    requests tighten it."""
+    t = 0. The saturated rate is measured while the queue is not empty, up to the last admission t_a, in output
+    tokens: tokens out by t_a (a request in flight has produced 1 + (output - 1) x (t_a - first) / (finish - first)
+    of them) / t_a; requests/s = that / the mean output of all the requests. Counting whole requests completed
+    instead would favour the short ones that finish first, and counting to the last completion would add the drain
+    of the longest request at a shrinking batch. Every prompt is prefilled by t_a but not every output decoded, so
+    the window holds more than its share of prefill work: the figure errs low. When every request is admitted at
+    once, it is completed / time to finish them all. One engine; x engines for a deployment."""
     reqs = engine_requests(workload, cfg.engines, n_requests, seed)
     eng = engine or build_engine(m, spec, cfg, efficiency, int(reqs.prompt.max()), int((reqs.prompt + reqs.output).max()))
     burst = Requests(np.zeros(len(reqs)), reqs.prompt, reqs.output)
-    return summarize(run_engine(eng.step_model, burst, eng.limits), 0.0)
+    tr = run_engine(eng.step_model, burst, eng.limits)
+    s = summarize(tr, 0.0)
+    ok = np.isfinite(tr.finish_s)
+    t_a = float(np.max(tr.admit_s[ok])) if ok.any() else 0.0
+    if t_a > 0:
+        first, fin, out = tr.first_s[ok], tr.finish_s[ok], tr.output[ok].astype(np.float64)
+        frac = np.clip((t_a - first) / np.maximum(fin - first, 1e-300), 0.0, 1.0)
+        tokens = np.where(fin <= t_a, out, np.where(first <= t_a, 1 + (out - 1) * frac, 0.0)).sum()
+        s["output_tokens_per_s"] = float(tokens / t_a)
+        s["requests_per_s"] = s["output_tokens_per_s"] / float(out.mean())
+    s["offline_window_s"] = t_a
+    return s
 
 
 def max_rate(model, config: ServingConfig | dict, workload: Workload, ttft_ms: float, tpot_ms: float,
@@ -359,7 +386,7 @@ def max_rate(model, config: ServingConfig | dict, workload: Workload, ttft_ms: f
     unit, _, prof = device_for(m, spec, eng.step_model.fmt, efficiency, cfg.runtime)
     iv = speed_interval(spec, unit, efficiency, prof, 2) if ranges else None
     if iv is not None:
-        slow, fast = search(eng.step_model.scaled(1 / iv["p10"])), search(eng.step_model.scaled(1 / iv["p90"]))
+        slow, fast = (search(x) for x in slow_fast(eng.step_model, iv))
         out["range"] = {k: [slow[k], fast[k]] for k in ("max_requests_per_s", "offline_requests_per_s")} | {
             "interval": iv}
     return out

@@ -313,7 +313,7 @@ class _Planner:
     def with_ranges(self, spec, c: _Cand, row: dict) -> dict:
         """The chosen row with p10-p90 ranges of its p95 latencies: the same simulation with every step time
         divided by the p10 and the p90 of the speed interval `planner estimate` would attach (engine.py)."""
-        from .engine import speed_interval
+        from .engine import slow_fast, speed_interval
 
         iv = speed_interval(spec, c.unit, self.eff, self.prof, max(1, int(round(row["mean_running"] or 1))))
         if iv is None:
@@ -322,8 +322,9 @@ class _Planner:
         reqs = engine_requests(self.sc.workload, row["replicas"] * c.pp, self.n, self.seed)
         lim = EngineLimits(c.pool_tokens, row["max_num_seqs"], self.budget,
                            bool(row["chunked_prefill"]) or self.sc.chunked_prefill)
-        slow = summarize(run_engine(sm.scaled(1 / iv["p10"]), reqs, lim))
-        fast = summarize(run_engine(sm.scaled(1 / iv["p90"]), reqs, lim))
+        sm_slow, sm_fast = slow_fast(sm, iv)
+        slow = summarize(run_engine(sm_slow, reqs, lim))
+        fast = summarize(run_engine(sm_fast, reqs, lim))
         rng = {}
         for k, key in (("ttft_p95_ms_range", "ttft_ms"), ("tpot_p95_ms_range", "tpot_ms")):
             a, b = fast[key]["p95"], slow[key]["p95"]
@@ -375,6 +376,7 @@ class _Planner:
             "pp": c.pp, "replicas": replicas, "gpus": gpus, "max_num_seqs": seqs, "chunked_prefill": chunked,
             "ttft_p95_ms": s["ttft_ms"]["p95"] if s else None, "tpot_p95_ms": s["tpot_ms"]["p95"] if s else None,
             "e2e_p95_s": s["e2e_s"]["p95"] if s else None, "mean_running": s["mean_running"] if s else None,
+            "mean_batch_busy": s["mean_batch_busy"] if s else None,
             "preemptions": s["preemptions"] if s else None,
             "usd_per_gpu_hour": price, "usd_per_hour": usd_h, "prefill_time_share": f_in,
             "usd_per_m_input_tokens": usd_h * f_in / (in_s * 3600) * 1e6 if usd_h else None,
@@ -522,7 +524,7 @@ class _Planner:
     def _rejected(self, spec, reason: str) -> dict:
         price = self.prices.get(spec.id, spec.price.usd_per_hour if spec.price else None)
         row = {k: None for k in ("weights", "quality_tier", "unit", "tp", "pp", "replicas", "gpus", "max_num_seqs",
-                                 "chunked_prefill", "ttft_p95_ms", "tpot_p95_ms", "e2e_p95_s", "mean_running",
+                                 "chunked_prefill", "ttft_p95_ms", "tpot_p95_ms", "e2e_p95_s", "mean_running", "mean_batch_busy",
                                  "preemptions", "usd_per_hour", "prefill_time_share", "usd_per_m_input_tokens",
                                  "usd_per_m_output_tokens", "usd_per_m_tokens_blended", "busy_fraction", "watts_per_device",
                                  "energy_j_per_output_token")}

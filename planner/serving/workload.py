@@ -35,6 +35,12 @@ def check_requests(n, flag: str = "--requests") -> int:
     return int(n)
 
 
+def check_seed(seed, flag: str = "--seed") -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= 2**32 - 1:
+        raise PlannerError(f"{flag}: must be an integer in [0, {2**32 - 1}], got {seed!r}")
+    return int(seed)
+
+
 def check_qps(q, flag: str = "--qps") -> float:
     if isinstance(q, bool) or not isinstance(q, (int, float, np.floating)) or not MIN_QPS <= float(q) <= MAX_QPS:
         raise PlannerError(f"{flag}: must be a finite number of requests per second in [{MIN_QPS:g}, {MAX_QPS:g}], "
@@ -128,6 +134,9 @@ def generate(w: Workload, n: int, seed: int = 0, stride: int = 1) -> Requests:
     with arrival times scaled so that its mean rate is w.qps, taking every `stride`-th row (round-robin routing to
     one of `stride` engines: rows 0, stride, 2 stride, ...)."""
     check_requests(n)
+    check_seed(seed)
+    if isinstance(stride, bool) or not isinstance(stride, (int, np.integer)) or not 1 <= stride <= 10**7:
+        raise PlannerError(f"--replicas: engines sharing the traffic must be an integer in [1, 1e7], got {stride!r}")
     if w.trace:
         tr = load_trace(w.trace)
         span = float(tr.arrival_s[-1] - tr.arrival_s[0]) + (1.0 / tr.rate_per_s if np.isfinite(tr.rate_per_s) else 1.0)
