@@ -300,17 +300,18 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
 
     while True:
         while nxt < n and arr[nxt] <= now:
-            waiting.append(nxt)
+            if whole[nxt] > total - wm:
+                state[nxt] = _DONE  # can never complete, even alone: rejected (times stay NaN)
+            else:
+                waiting.append(nxt)
             nxt += 1
-        while waiting and whole[waiting[0]] > total - wm:
-            state[waiting.popleft()] = _DONE  # can never complete, even alone: rejected (times stay NaN)
         # swapped sequences come back first (vLLM V0: running > swapped > waiting)
         while swapped and b + len(prefilling) < max_seqs and held[swapped[0]] <= free - wm:
             i = swapped.popleft()
             free -= held[i]
             active[i] = None
             seg[i] = now
-            advance(held[i] * block_s, b)
+            advance(held[i] * block_s, b + len(prefilling) + 1)   # the copy back stalls the engine
             held[i] = 0
             start_decoding(i, cached[i], rem[i])
         can_admit = (not swapped and bool(waiting) and b + len(prefilling) < max_seqs
@@ -385,7 +386,7 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
         if b > 0:
             stall = make_room()
             if stall:
-                advance(stall, b)
+                advance(stall, b + len(prefilling))
             if b > 0:
                 while heap and heap[0][2] != gen[heap[0][1]]:
                     heapq.heappop(heap)
