@@ -363,8 +363,9 @@ def _cmd_simulate(args) -> int:
           + (f", {s['swapped_gb']:,.2f} GB swapped out" if s['swapped_gb'] else ""))
     if rg:
         iv = rg["interval"]
-        print(f"  ranges: step times / p10 and / p90 of measured/predicted speed ({iv['p10']:g}, {iv['p90']:g}, "
-              f"{iv['regime']} regime, {iv['source']})")
+        print(f"  ranges: the simulation re-run at the p10 and p90 of measured/predicted speed: decode work / "
+              f"{iv['p10']:g}, {iv['p90']:g} ({iv['regime']} regime), prompt work / {iv['prefill_p10']:g}, "
+              f"{iv['prefill_p90']:g} (prefill); {iv['source']}")
     return 0
 
 
