@@ -114,6 +114,18 @@ def _runtime_args(p) -> None:
     p.add_argument("--engine", default="none", help="KV sizing rules: none, vllm, trtllm, sglang, llamacpp")
 
 
+def _runtime(args) -> str | None:
+    """--runtime, else the profile `--engine` names where one exists, as `planner estimate` resolves it
+    (planner.runtimes.runtime_for_engine, where that function exists)."""
+    if args.runtime:
+        return args.runtime
+    try:
+        from .runtimes import runtime_for_engine
+    except ImportError:
+        return None
+    return runtime_for_engine(args.engine)
+
+
 def _json_verdict(args, exc) -> int:
     """A 'does not fit' verdict: JSON under --json, one plain line otherwise; exit 0 (a verdict, not an error)."""
     if getattr(args, "json", False):
@@ -225,7 +237,7 @@ def _cmd_plan(args) -> int:
 
     res = plan(args.model, args.scenario, qps=args.qps, ttft_p95_ms=args.ttft_p95_ms, tpot_p95_ms=args.tpot_p95_ms,
                hardware=args.hardware, trace=args.trace, prices=dict(args.price), n_requests=args.requests,
-               seed=args.seed, efficiency=_eff(args), kv_dtype=args.kv_dtype, runtime=args.runtime,
+               seed=args.seed, efficiency=_eff(args), kv_dtype=args.kv_dtype, runtime=_runtime(args),
                engine=_check_engine(args.engine))
     if args.json:
         print(_dump(res.to_dict()))
@@ -303,7 +315,7 @@ def _cmd_simulate(args) -> int:
                       replicas=args.replicas, max_num_seqs=args.max_num_seqs,
                       max_num_batched_tokens=args.max_num_batched_tokens, chunked_prefill=args.chunked_prefill,
                       block_size=args.block_size, flash_attention=not args.no_flash_attention,
-                      preemption=args.preemption, runtime=args.runtime, engine=_check_engine(args.engine))
+                      preemption=args.preemption, runtime=_runtime(args), engine=_check_engine(args.engine))
     if args.max_rate:
         ttft = args.ttft_ms or sc.ttft_p95_ms
         tpot = args.tpot_ms or sc.tpot_p95_ms
