@@ -138,30 +138,44 @@ def swap_gbs(spec) -> float:
 
 
 def engine_pool(m, fmt, kvd, spec, cfg: "ServingConfig", max_len: int) -> ReplicaMemory:
-    """KV pool of one engine: step_model.replica_memory for engine 'none', else the engine's own rule
-    (planner.memory.engine_kv, the rule `planner estimate --engine` applies) at the scheduler's max_num_seqs and
-    the workload's longest request."""
+    """KV pool of one engine: step_model.replica_memory for engine 'none', else the engine's own rule, the one
+    `planner estimate --engine` applies (planner/memory.py), at the scheduler's max_num_seqs sequences of the
+    workload's longest request (llama.cpp allocates n_ctx for them up front; the others' pools do not depend on it)."""
     mem = replica_memory(m, fmt, kvd, spec, cfg.tp, cfg.pp, cfg.max_num_batched_tokens, cfg.flash_attention,
                          cfg.gpu_memory_utilization)
     if cfg.engine == "none":
         return mem
-    from ..hardware import runtime_overhead_gb
-    from ..memory import engine_kv
     from ..units import GB
     from .parallelism import kv_split
 
-    if cfg.pp > 1:
-        raise PlannerError(f"--engine: {cfg.engine}'s KV rule is modelled for one node (tensor parallelism); "
-                           "use --engine none with --pp")
     ways = kv_split(m, cfg.tp)
-    ek = engine_kv(cfg.engine, m, fmt, kvd, cfg.max_num_seqs, max(1, max_len - 1), 1,
-                   spec.usable_capacity_gb * GB, runtime_overhead_gb(spec) * GB, cfg.flash_attention,
-                   tp=cfg.tp, kv_ways=ways)
-    per_tok = mem.kv_bytes_per_token / ways
-    tokens = int(ek.kv_pool_bytes // per_tok) if ek.kv_pool_bytes > 0 else 0
-    fits = tokens > 0 and (ek.fits or cfg.engine != "llamacpp")  # llama.cpp allocates n_ctx up front
-    verdict = (f"fits ({cfg.engine}: {ek.rule}): KV pool of {tokens:,} tokens" if fits else
-               f"does not fit ({cfg.engine}: {ek.rule}): KV pool {ek.kv_pool_bytes / GB:.2f} GB per device")
+    prompt = max(1, max_len - 1)
+    try:  # the memory branch's single rule (plan_memory); engine_kv before it
+        from ..memory import EngineSettings, plan_memory
+    except ImportError:
+        plan_memory = None
+    if plan_memory is not None:
+        st = EngineSettings(max_num_batched_tokens=cfg.max_num_batched_tokens, max_num_seqs=cfg.max_num_seqs,
+                            block_size=cfg.block_size,
+                            gpu_memory_utilization=cfg.gpu_memory_utilization if cfg.engine == "vllm" else None)
+        mb = plan_memory(m, fmt, kvd, cfg.max_num_seqs, prompt, 1, spec, cfg.engine, st, cfg.tp, ways,
+                         cfg.flash_attention, pp=cfg.pp)
+        pool, rule_ok, rule = mb.kv_pool_bytes, mb.fits, f"{cfg.engine} rule of planner/memory.py"
+    else:
+        from ..hardware import runtime_overhead_gb
+        from ..memory import engine_kv
+
+        if cfg.pp > 1:
+            raise PlannerError(f"--engine: {cfg.engine}'s KV rule is modelled for one node (tensor parallelism); "
+                               "use --engine none with --pp")
+        ek = engine_kv(cfg.engine, m, fmt, kvd, cfg.max_num_seqs, prompt, 1, spec.usable_capacity_gb * GB,
+                       runtime_overhead_gb(spec) * GB, cfg.flash_attention, tp=cfg.tp, kv_ways=ways)
+        pool, rule_ok, rule = ek.kv_pool_bytes, ek.fits, ek.rule
+    per_tok = mem.kv_bytes_per_token / ways / cfg.pp
+    tokens = int(pool // per_tok) * cfg.pp if pool > 0 else 0
+    fits = tokens > 0 and (rule_ok or cfg.engine != "llamacpp")  # llama.cpp allocates n_ctx up front
+    verdict = (f"fits ({cfg.engine}: {rule}): KV pool of {tokens:,} tokens" if fits else
+               f"does not fit ({cfg.engine}: {rule}): KV pool {max(pool, 0.0) / GB:.2f} GB per device")
     return ReplicaMemory(fits, verdict, mem.weights_gb_per_gpu, tokens, mem.kv_bytes_per_token,
                          mem.capacity_gb_per_gpu)
 
