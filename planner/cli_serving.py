@@ -95,8 +95,24 @@ def _f(x, fmt="{:,.1f}") -> str:
     return "-" if x is None or x != x else fmt.format(x)
 
 
+def _clean(obj):
+    """JSON-safe: numpy scalars to Python, non-finite floats to null (strict JSON never holds NaN or Infinity)."""
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
+        try:
+            obj = obj.item()
+        except (TypeError, ValueError):
+            return str(obj)
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
 def _dump(obj) -> str:
-    return json.dumps(obj, indent=2, default=lambda o: o.item() if hasattr(o, "item") else str(o))
+    return json.dumps(_clean(obj), indent=2, allow_nan=False, default=str)
 
 
 def _config_args(p) -> None:

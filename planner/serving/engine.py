@@ -35,6 +35,7 @@ from .workload import Requests, Workload, generate
 
 MAX_REPLICAS = 100_000
 MAX_REQUESTS = 1_000_000
+MAX_PROBE_REQUESTS = 100_000   # per probe of the --max-rate search (about 20 simulations, x3 with ranges)
 # host link for swap when a spec gives no PCIe figure: PCIe 4.0 x16, 32 GB/s per direction nominal (PCI-SIG)
 DEFAULT_SWAP_GBS = 32.0
 
@@ -346,6 +347,9 @@ def max_rate(model, config: ServingConfig | dict, workload: Workload, ttft_ms: f
     from .workload import check_requests
 
     check_requests(n_requests)
+    if n_requests > MAX_PROBE_REQUESTS:
+        raise PlannerError(f"--requests: at most {MAX_PROBE_REQUESTS:,} per probe with --max-rate (each probe is a "
+                           f"simulation), got {n_requests:,}")
     if percentile not in (50, 90, 95, 99):
         raise PlannerError(f"--percentile: must be one of 50, 90, 95, 99, got {percentile!r}")
     for flag, v in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms)):

@@ -90,3 +90,20 @@ def test_mean_running_is_littles_law(chunked):
     assert s["mean_running"] == pytest.approx(lam * W, rel=0.01)
     # prefill steps count: the time-average is well above what counting only decode steps over the span gives
     assert s["mean_running"] > 1.0
+
+
+def test_swap_through_the_serving_config():
+    # --preemption swap: the engine copies KV over the host link, half the spec's PCIe bidirectional figure
+    # (H100 SXM: PCIe Gen5 x16, 128 GB/s both ways -> 64 GB/s), 131,072 B per token for Llama-3.1-8B fp16 KV
+    from planner.serving.engine import build_engine as build
+
+    cfg = make_config(hardware=HW, weights="bf16", preemption="swap", gpu_memory_utilization=0.3)
+    eng = build(load_model(MODEL), load_hardware(HW), cfg)
+    assert eng.limits.swap_gbs == pytest.approx(load_hardware(HW).interconnect.pcie_bidirectional_gbs / 2)
+    assert eng.limits.kv_bytes_per_token == 131072
+    n = 48
+    reqs = Requests(np.zeros(n), np.full(n, 200), np.full(n, 4000))
+    s = summarize(run_engine(eng.step_model, reqs, EngineLimits(
+        kv_pool_tokens=40_000, max_num_seqs=256, preemption="swap", kv_bytes_per_token=131072,
+        swap_gbs=eng.limits.swap_gbs)), warmup_fraction=0)
+    assert s["completed"] == n and s["preemptions"] > 0 and s["swapped_gb"] > 0 and s["recomputed_tokens"] == 0
