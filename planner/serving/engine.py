@@ -35,6 +35,7 @@ from .workload import Requests, Workload, generate
 
 MAX_REPLICAS = 100_000
 MAX_REQUESTS = 1_000_000
+STEP_TABLE_MAX_TOKENS = 1 << 18  # step tables stop here; beyond, StepModel extrapolates linearly (compute bound)
 MAX_PROBE_REQUESTS = 100_000   # per probe of the --max-rate search (about 20 simulations, x3 with ranges)
 # host link for swap when a spec gives no PCIe figure: PCIe 4.0 x16, 32 GB/s per direction nominal (PCI-SIG)
 DEFAULT_SWAP_GBS = 32.0
@@ -201,7 +202,7 @@ def build_engine(m, spec, cfg: ServingConfig, efficiency="auto", max_prompt: int
     mem = engine_pool(m, fmt, kvd, spec, cfg, max(max_len, max_prompt + 1))
     if not mem.fits:
         raise DoesNotFit(f"{m.name} {fmt.name} on {cfg.tp * cfg.pp} x {spec.id}: {mem.verdict}")
-    max_tokens = max(cfg.max_num_batched_tokens, max_prompt, cfg.max_num_seqs)
+    max_tokens = min(max(cfg.max_num_batched_tokens, max_prompt, cfg.max_num_seqs), STEP_TABLE_MAX_TOKENS)
     sm = StepModel.build(m, fmt, kvd, dev, cfg.tp, cfg.pp, node.intra_link() if cfg.tp > 1 else None,
                          node.inter_link() if cfg.pp > 1 else None, cfg.flash_attention, max_tokens)
     lim = EngineLimits(kv_pool_tokens=mem.kv_pool_tokens // cfg.pp, max_num_seqs=cfg.max_num_seqs,
@@ -366,6 +367,10 @@ def max_rate(model, config: ServingConfig | dict, workload: Workload, ttft_ms: f
         e = Engine(sm, eng.memory, eng.limits)
         off = offline_throughput(m, spec, cfg, workload, n_requests, seed, efficiency, e)
         top = off["requests_per_s"]  # per engine
+        if not top > 0:
+            return {"offline_requests_per_s": 0.0, "max_requests_per_s": None,
+                    "reason": f"no request completes: {off['rejected']} of {off['requests']} are longer than the KV "
+                              f"pool ({eng.limits.kv_pool_tokens:,} tokens)"}
 
         def ok(rate):
             w = workload.model_copy(update={"qps": rate * cfg.engines})

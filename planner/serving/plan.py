@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import PlannerError
-from .engine import engine_requests, meets_slo
+from .engine import STEP_TABLE_MAX_TOKENS, engine_requests, meets_slo
 from .parallelism import check_tp, node_for, tp_step_time_s
 from .scenarios import Scenario, get_scenario
 from .simulator import EngineLimits, run_engine, summarize
@@ -293,7 +293,7 @@ class _Planner:
             self.engines[key] = StepModel.build(
                 self.m, c.fmt, self.kvd, self._dev(spec, c.fmt, c.unit), c.tp, c.pp,
                 node.intra_link() if c.tp > 1 else None, node.inter_link() if c.pp > 1 else None, True,
-                max(self.budget, self.st.prompt_max))
+                min(max(self.budget, self.st.prompt_max), STEP_TABLE_MAX_TOKENS))
         return self.engines[key]
 
     def run(self, spec, c: _Cand, replicas: int, seqs: int, chunked: bool = False,
