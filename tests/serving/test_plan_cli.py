@@ -54,6 +54,11 @@ def test_plan_costs_and_ranking(chat_plan):
     assert row["status"] == "rejected" or math.isnan(row["usd_per_hour"])
     assert {"quantization", "batch size", "chunked prefill", "FlashAttention", "paged KV",
             "speculative decoding"} <= {r["topic"] for r in chat_plan.recommendations}
+    # the batch recommendation reads the simulated time-average (Little's law) and the busy-time batch
+    best = chat_plan.best
+    rec = next(x for x in chat_plan.recommendations if x["topic"] == "batch size")["recommendation"]
+    assert f"{best['mean_running']:.1f} sequences running on average" in rec
+    assert f"{best['mean_batch_busy']:.1f} while the engine is busy" in rec
 
 
 def test_price_override_and_rejection_reason():
