@@ -67,6 +67,7 @@ class StepModel:
     prefill_groups: list[_AttnGroup]  # prefill-stage attention (prompt pieces)
     kernel_overhead_s: float
     step_overhead_s: float
+    prefill_factor: float = 1.0   # extra multiplier on prompt tokens' share of a step (scaled(); 1 = the core)
 
     # ------------------------------------------------------------ building
 
@@ -149,6 +150,10 @@ class StepModel:
             t += self._attn(decode_feats, self.groups)
         if prefill_feats is not None:
             t += self._attn(prefill_feats, self.prefill_groups)
+            if self.prefill_factor != 1.0:
+                # a step of b decode tokens and n prompt tokens: the prompt tokens' share takes the prefill factor
+                b = decode_feats[0][0] if decode_feats else 0
+                t *= (b + (tokens - b) * self.prefill_factor) / max(tokens, 1)
         return t
 
     def decode_time(self, b: int, sum_ctx: float) -> float:
@@ -203,6 +208,23 @@ class StepModel:
             pieces = [(0, math.floor(kink)), (math.floor(kink) + 1, k - 1)]
         # sum over integer j in [lo, hi] of a linear function = (hi - lo + 1) (f(lo) + f(hi)) / 2
         return sum((hi - lo + 1) * (at(lo) + at(hi)) / 2 for lo, hi in pieces if hi >= lo)
+
+    def scaled(self, factor: float, prefill: float | None = None) -> "StepModel":
+        """The same engine with every step time multiplied by `factor` (a system 1/factor as fast), and prompt
+        work by `prefill` instead when given (a step mixing both: by its token shares): used for the p10-p90
+        range of a simulation, with the decode and prefill intervals of estimate (engine.py)."""
+        import dataclasses
+
+        pf = self.prefill_factor * (1.0 if prefill is None else prefill / factor)
+
+        def grp(gs):
+            return [_AttnGroup(g.window, [(c, *(v * factor for v in coefs)) for c, *coefs in g.ops]) for g in gs]
+
+        return dataclasses.replace(
+            self, token_time=[t * factor for t in self.token_time], lm_time=[t * factor for t in self.lm_time],
+            groups=grp(self.groups), prefill_groups=grp(self.prefill_groups),
+            kernel_overhead_s=self.kernel_overhead_s * factor, step_overhead_s=self.step_overhead_s * factor,
+            prefill_factor=pf)
 
     # ------------------------------------------------------------ capacity
 
