@@ -3,7 +3,7 @@ simulated latency percentiles and throughput. `simulate(...)` is the function AP
 
 Efficiency and ranges follow `planner estimate`: `runtime` names a serving-runtime profile (planner/runtimes.py,
 hardware_specs/runtimes/) whose fitted efficiency the step model uses (resolved by planner/efficiency.py, the same
-precedence as estimate); `engine` names the KV sizing rules (planner/memory.py engine_kv: vllm, sglang, trtllm,
+precedence as estimate); `engine` names the KV sizing rules (planner/memory.py plan_memory: vllm, sglang, trtllm,
 llamacpp; 'none' = the replica rule in step_model.replica_memory). Ranges: where estimate would attach a p10-p90
 interval (a runtime profile, or the kind defaults' fitted intervals), the simulation is run again with every step
 time divided by the interval's p10 (slow end) and p90 (fast end) of measured / predicted speed (decode work by the
@@ -147,32 +147,18 @@ def engine_pool(m, fmt, kvd, spec, cfg: "ServingConfig", max_len: int) -> Replic
                          cfg.gpu_memory_utilization)
     if cfg.engine == "none":
         return mem
+    from ..memory import EngineSettings, plan_memory
     from ..units import GB
     from .parallelism import kv_split
 
     ways = kv_split(m, cfg.tp)
     prompt = max(1, max_len - 1)
-    try:  # the memory branch's single rule (plan_memory); engine_kv before it
-        from ..memory import EngineSettings, plan_memory
-    except ImportError:
-        plan_memory = None
-    if plan_memory is not None:
-        st = EngineSettings(max_num_batched_tokens=cfg.max_num_batched_tokens, max_num_seqs=cfg.max_num_seqs,
-                            block_size=cfg.block_size,
-                            gpu_memory_utilization=cfg.gpu_memory_utilization if cfg.engine == "vllm" else None)
-        mb = plan_memory(m, fmt, kvd, cfg.max_num_seqs, prompt, 1, spec, cfg.engine, st, cfg.tp, ways,
-                         cfg.flash_attention, pp=cfg.pp)
-        pool, rule_ok, rule = mb.kv_pool_bytes, mb.fits, f"{cfg.engine} rule of planner/memory.py"
-    else:
-        from ..hardware import runtime_overhead_gb
-        from ..memory import engine_kv
-
-        if cfg.pp > 1:
-            raise PlannerError(f"--engine: {cfg.engine}'s KV rule is modelled for one node (tensor parallelism); "
-                               "use --engine none with --pp")
-        ek = engine_kv(cfg.engine, m, fmt, kvd, cfg.max_num_seqs, prompt, 1, spec.usable_capacity_gb * GB,
-                       runtime_overhead_gb(spec) * GB, cfg.flash_attention, tp=cfg.tp, kv_ways=ways)
-        pool, rule_ok, rule = ek.kv_pool_bytes, ek.fits, ek.rule
+    st = EngineSettings(max_num_batched_tokens=cfg.max_num_batched_tokens, max_num_seqs=cfg.max_num_seqs,
+                        block_size=cfg.block_size,
+                        gpu_memory_utilization=cfg.gpu_memory_utilization if cfg.engine == "vllm" else None)
+    mb = plan_memory(m, fmt, kvd, cfg.max_num_seqs, prompt, 1, spec, cfg.engine, st, cfg.tp, ways,
+                     cfg.flash_attention, pp=cfg.pp)
+    pool, rule_ok, rule = mb.kv_pool_bytes, mb.fits, f"{cfg.engine} rule of planner/memory.py"
     per_tok = mem.kv_bytes_per_token / ways / cfg.pp
     tokens = int(pool // per_tok) * cfg.pp if pool > 0 else 0
     fits = tokens > 0 and (rule_ok or cfg.engine != "llamacpp")  # llama.cpp allocates n_ctx up front
