@@ -10,7 +10,7 @@ import json
 import sys
 
 from .cli import int_list, positive_int
-from .cli_topologies import add_parallel_args, add_speculative_args
+from .cli_topologies import add_parallel_args, add_speculative_args, uses_topology
 
 
 def _positive_float(text: str) -> float:
@@ -134,7 +134,7 @@ def register(sub) -> None:
 
 
 def cmd_plan(args) -> int:
-    if getattr(args, "parallel", "tp") != "tp":  # topologies hook
+    if uses_topology(args):  # topologies hook
         from .cli_topologies import cmd_plan_parallel
         return cmd_plan_parallel(args)
     from .report import table
@@ -187,7 +187,7 @@ def cmd_plan(args) -> int:
 
 
 def cmd_simulate(args) -> int:
-    if getattr(args, "parallel", "tp") != "tp":  # topologies hook
+    if uses_topology(args):  # topologies hook
         from .cli_topologies import cmd_simulate_parallel
         return cmd_simulate_parallel(args)
     from .serving import get_scenario, make_config, simulate

@@ -45,10 +45,16 @@ def add_parallel_args(p) -> None:
                         "disaggregated prefill/decode pools")
     g.add_argument("--ep", type=positive_int, default=None,
                    help="expert-parallel ranks (default: plan searches the smallest group that fits; simulate: 8)")
-    g.add_argument("--expert-imbalance", type=_imbalance, default=DEFAULT_IMBALANCE,
+    g.add_argument("--expert-imbalance", type=_imbalance, default=None,
                    help=f"max/mean routed tokens per expert rank (default {DEFAULT_IMBALANCE}; 1 = perfectly balanced)")
     g.add_argument("--prefill-gpus", type=positive_int, default=None, help="pd: devices in the prefill pool")
     g.add_argument("--decode-gpus", type=positive_int, default=None, help="pd: devices in the decode pool")
+
+
+def uses_topology(args) -> bool:
+    """True when a topology argument was given (the handler then checks that they go together)."""
+    return getattr(args, "parallel", "tp") != "tp" or any(
+        getattr(args, k, None) is not None for k in ("ep", "expert_imbalance", "prefill_gpus", "decode_gpus"))
 
 
 def add_speculative_args(p) -> None:
@@ -77,6 +83,17 @@ def _check_sizes(args, simulate: bool) -> None:
         raise PlannerError("--prefill-gpus/--decode-gpus: give both pool sizes, or neither to search the x:y split")
     if args.parallel not in ("ep", "dp-attention") and args.ep is not None:
         raise PlannerError(f"--ep: applies to --parallel ep or dp-attention, not {args.parallel}")
+    if simulate and args.parallel != "tp" and (args.tp != 1 or args.pp != 1):
+        raise PlannerError(f"--tp/--pp: --parallel {args.parallel} sets its own layout (--ep, or --prefill-gpus/"
+                           "--decode-gpus); allowed: --tp 1 --pp 1")
+    if simulate and args.parallel == "pd" and args.replicas != 1:
+        raise PlannerError("--replicas: --parallel pd sizes its pools with --prefill-gpus/--decode-gpus")
+    if args.parallel not in ("ep", "dp-attention") and args.expert_imbalance is not None:
+        raise PlannerError(f"--expert-imbalance: applies to --parallel ep or dp-attention, not {args.parallel}")
+    if args.expert_imbalance is None:
+        from .serving.expert_parallel import DEFAULT_IMBALANCE
+
+        args.expert_imbalance = DEFAULT_IMBALANCE
 
 
 def _fmt(x, f="{:,.1f}") -> str:
