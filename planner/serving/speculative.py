@@ -9,8 +9,8 @@ tokens produced per target pass is (Leviathan et al., eq. 1):
 Their walltime speed-up with draft/target step cost ratio c, verification costing one target step, is
   (1 - alpha^(gamma + 1)) / ((1 - alpha) (gamma c + 1)).
 Here the step costs come from the core cost model on the same device: t_draft = a draft decode step,
-t_verify = a target forward of gamma + 1 new tokens after `context` cached ones (planner.latency.prefill_time_s
-with past = context), t_target = one target decode step:
+t_verify = a target forward of gamma + 1 new tokens after `context` cached ones with logits at every position
+(verify_time_s), t_target = one target decode step:
 
   speed-up = E[tokens] x t_target / (gamma x t_draft + t_verify)
 
@@ -56,7 +56,7 @@ def speculative(target, draft, hardware, gamma: int = 4, alpha: float = 0.7, wei
     from ..architecture import load_model
     from ..efficiency import resolve_efficiency
     from ..hardware import load_hardware
-    from ..latency import decode_step_time_s, prefill_time_s
+    from ..latency import decode_step_time_s
     from ..ops import weight_bytes
     from ..quantization import kv_dtype as norm_kv, weight_format
     from ..roofline import device_model, select_unit
@@ -82,7 +82,7 @@ def speculative(target, draft, hardware, gamma: int = 4, alpha: float = 0.7, wei
                f"{cap / 1e9:.2f} GB usable")
     t_target = float(decode_step_time_s(tm, fmt, kvd, dev, batch, context))
     t_draft = float(decode_step_time_s(dm, fmt, kvd, dev, batch, context))
-    t_verify = float(prefill_time_s(tm, fmt, kvd, dev, batch, gamma + 1, context))
+    t_verify = verify_time_s(tm, fmt, kvd, dev, batch, gamma, context)
 
     def speed(a: float) -> float:
         return expected_tokens(a, gamma) * t_target / (gamma * t_draft + t_verify)
