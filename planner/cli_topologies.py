@@ -134,6 +134,14 @@ def cmd_plan_parallel(args) -> int:
             rows.append(_pd_device(m, spec, sc, args, price, a))
         else:
             rows.append(_ep_device(m, spec, sc, args, price, a))
+    def key(r):
+        b = r["best"]
+        if not b:
+            return (2, 0.0, r["hardware"])
+        usd = b.get("usd_per_hour")
+        return (0 if usd is not None else 1, usd if usd is not None else b["gpus"], r["hardware"])
+
+    rows.sort(key=key)
     out = {"model": m.name, "scenario": sc.name, "workload": sc.workload.describe(), "parallel": args.parallel,
            "slo": {"ttft_p95_ms": sc.ttft_p95_ms, "tpot_p95_ms": sc.tpot_p95_ms}, "devices": rows}
     if args.json:
@@ -143,8 +151,11 @@ def cmd_plan_parallel(args) -> int:
     print(f"targets: TTFT p95 <= {sc.ttft_p95_ms:g} ms, TPOT p95 <= {sc.tpot_p95_ms:g} ms; layout {args.parallel} "
           "beside the aggregated tensor-parallel plan")
     print()
+    ok = [r for r in rows if r["best"]]
+    rej = [r for r in rows if not r["best"]]
+    shown = ok + (rej if args.all else rej[:8])
     trows = []
-    for r in rows:
+    for r in shown:
         b, a = r["best"], r["aggregated"]
         trows.append({"hardware": r["hardware"], args.parallel: r["summary"],
                       "devices": _fmt(b and b.get("gpus"), "{:,}"),
@@ -154,7 +165,9 @@ def cmd_plan_parallel(args) -> int:
                       "agg devices": _fmt(a and a.get("gpus"), "{:,}"),
                       "agg $/h": _fmt(a and a.get("usd_per_hour"), "{:,.2f}")})
     print(table(trows, list(trows[0])) if trows else "no candidate device")
-    for r in rows:
+    if len(shown) < len(rows):
+        print(f"... {len(rows) - len(shown)} more devices where {args.parallel} is not possible (--all)")
+    for r in shown:
         print()
         print(f"{r['hardware']}:")
         for line in r["explanation"]:
