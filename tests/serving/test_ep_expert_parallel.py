@@ -181,3 +181,23 @@ def test_cli_plan_dp_attention_explains(capsys):
     assert dev["best"]["ttft_p95_ms"] <= d["slo"]["ttft_p95_ms"]
     assert any("smallest group" in line for line in dev["explanation"])
     assert dev["aggregated"] is not None
+
+
+@pytest.mark.parametrize("mode", ["dp-attention", "ep"])
+def test_simulator_step_model_is_the_direct_step_time(mode):
+    """The tabulated StepModel the simulator runs equals the direct per-rank roofline + collectives (one fact,
+    one function): decode steps at several batches and contexts, and a prefill."""
+    from planner.efficiency import resolve_efficiency
+    from planner.roofline import device_model, select_unit
+    from planner.serving.expert_parallel import build_step_model, step_time_s
+
+    m, spec, fmt = load_model("deepseek-v3"), load_hardware("h200-sxm"), weight_format("fp8")
+    u = select_unit(spec, fmt)
+    dev = device_model(spec, u, fmt, resolve_efficiency(spec, u, "default"))
+    g = make_group(m, spec, mode, 8, 1.3)
+    sm = build_step_model(m, fmt, "bf16", dev, g, 4096)
+    for b, ctx in ((1, 100), (32, 2000), (200, 1500)):
+        assert sm.decode_time(b, b * ctx) == pytest.approx(
+            float(step_time_s(m, fmt, "bf16", dev, "decode", b, 1, ctx, g)), rel=1e-9)
+    assert sm.prefill_time([3000]) == pytest.approx(float(step_time_s(m, fmt, "bf16", dev, "prefill", 1, 3000, 0, g)),
+                                                    rel=1e-9)
