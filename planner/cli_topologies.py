@@ -105,51 +105,21 @@ def _fmt(x, f="{:,.1f}") -> str:
 
 def cmd_plan_parallel(args) -> int:
     """`planner plan --parallel ep|dp-attention|pd`: the topology's cheapest configuration per device beside the
-    aggregated (tensor-parallel) plan."""
-    from .architecture import load_model
+    aggregated (tensor-parallel) plan (planner.serving.topology_plan.plan_parallel)."""
     from .report import table
-    from .serving import get_scenario, plan
-    from .serving.plan import candidate_devices
+    from .serving.topology_plan import plan_parallel
 
     _check_sizes(args, False)
-    m = load_model(args.model)
-    sc = get_scenario(args.scenario).with_overrides(args.qps, args.ttft_p95_ms, args.tpot_p95_ms, args.trace)
-    prices = dict(args.price)
-    specs, _ = candidate_devices(sc, args.hardware)
-    if args.parallel in ("ep", "dp-attention"):
-        from .serving.expert_parallel import check_ep
-
-        if args.ep is not None:
-            check_ep(m, args.parallel, args.ep, args.expert_imbalance)
-        elif not m.moe:
-            check_ep(m, args.parallel, 2, 1.0)  # the one-line error for a dense model
-    agg = plan(m, sc, hardware=[s.id for s in specs], prices=prices, n_requests=args.requests, seed=args.seed,
-               efficiency=_eff(args), kv_dtype=args.kv_dtype, recommend=False)
-    agg_rows = {r["hardware"]: r for r in agg.to_dict()["ranking"]}
-    rows = []
-    for spec in specs:
-        price = prices.get(spec.id, spec.price.usd_per_hour if spec.price else None)
-        a = agg_rows.get(spec.id)
-        if args.parallel == "pd":
-            rows.append(_pd_device(m, spec, sc, args, price, a))
-        else:
-            rows.append(_ep_device(m, spec, sc, args, price, a))
-    def key(r):
-        b = r["best"]
-        if not b:
-            return (2, 0.0, r["hardware"])
-        usd = b.get("usd_per_hour")
-        return (0 if usd is not None else 1, usd if usd is not None else b["gpus"], r["hardware"])
-
-    rows.sort(key=key)
-    out = {"model": m.name, "scenario": sc.name, "workload": sc.workload.describe(), "parallel": args.parallel,
-           "slo": {"ttft_p95_ms": sc.ttft_p95_ms, "tpot_p95_ms": sc.tpot_p95_ms}, "devices": rows}
+    out = plan_parallel(args.model, args.scenario, args.parallel, args.ep, args.expert_imbalance, args.prefill_gpus,
+                        args.decode_gpus, args.qps, args.ttft_p95_ms, args.tpot_p95_ms, args.hardware, args.trace,
+                        dict(args.price), args.requests, args.seed, _eff(args), args.kv_dtype)
     if args.json:
         print(_dump(out))
         return 0
-    print(f"{m.name}, scenario {sc.name}: {sc.workload.describe()}")
-    print(f"targets: TTFT p95 <= {sc.ttft_p95_ms:g} ms, TPOT p95 <= {sc.tpot_p95_ms:g} ms; layout {args.parallel} "
-          "beside the aggregated tensor-parallel plan")
+    rows, slo = out["devices"], out["slo"]
+    print(f"{out['model']}, scenario {out['scenario']}: {out['workload']}")
+    print(f"targets: TTFT p95 <= {slo['ttft_p95_ms']:g} ms, TPOT p95 <= {slo['tpot_p95_ms']:g} ms; layout "
+          f"{args.parallel} beside the aggregated tensor-parallel plan")
     print()
     ok = [r for r in rows if r["best"]]
     rej = [r for r in rows if not r["best"]]
@@ -177,65 +147,6 @@ def cmd_plan_parallel(args) -> int:
 
 def _eff(args) -> str:
     return "datasheet" if args.datasheet else ("default" if args.no_calibration else "auto")
-
-
-def _agg_brief(a: dict | None) -> dict | None:
-    if a is None:
-        return None
-    return {k: a.get(k) for k in ("status", "weights", "tp", "pp", "replicas", "gpus", "ttft_p95_ms", "tpot_p95_ms",
-                                  "usd_per_hour", "reason")}
-
-
-def _ep_device(m, spec, sc, args, price, a) -> dict:
-    from .errors import PlannerError
-    from .serving.expert_parallel import plan_ep_device
-
-    agg = _agg_brief(a)
-    try:
-        r = plan_ep_device(m, spec, sc, args.parallel, args.ep, args.expert_imbalance, args.kv_dtype, _eff(args),
-                           args.requests, args.seed, price)
-    except PlannerError as exc:
-        return {"hardware": spec.id, "best": None, "aggregated": agg, "summary": "not possible",
-                "explanation": [str(exc)], "tried": []}
-    b = r["best"]
-    expl = list(b["explanation"]) if b else ["no weight format meets the targets: " + "; ".join(
-        f"{t['weights']}: {t['reason']}" for t in r["tried"] if t.get("reason"))[:600]]
-    if b and agg and agg.get("gpus"):
-        d = b["gpus"] - agg["gpus"]
-        expl.append(f"aggregated plan: {agg['gpus']} devices ({agg['weights']} tp{agg['tp']} x{agg['replicas']}); "
-                    + (f"{args.parallel} saves {-d}" if d < 0 else f"{args.parallel} needs {d} more" if d > 0
-                       else "same device count"))
-    elif agg and agg.get("reason"):
-        expl.append(f"aggregated plan: {agg['reason']}")
-    best = None if b is None else {k: v for k, v in b.items() if k != "explanation"}
-    summ = f"{b['weights']} ep{b['ep']} x{b['replicas']}" if b else "none"
-    return {"hardware": spec.id, "best": best, "aggregated": agg, "summary": summ, "explanation": expl,
-            "tried": [{k: v for k, v in t.items() if k not in ("memory",)} for t in r["tried"]]}
-
-
-def _pd_device(m, spec, sc, args, price, a) -> dict:
-    from .errors import PlannerError
-    from .quantization import kv_dtype as norm_kv
-    from .serving.disaggregated import pd_plan
-    from .serving.plan import _format_name
-
-    agg = _agg_brief(a)
-    names = ([a["weights"]] if a and a.get("weights") else []) + list(sc.formats)
-    last = None
-    for name in dict.fromkeys(names):
-        try:
-            fmt, _ = _format_name(spec, name)
-            r = pd_plan(m, spec, fmt, norm_kv(args.kv_dtype), sc.workload, sc.ttft_p95_ms, sc.tpot_p95_ms, price,
-                        _eff(args), sc.max_num_seqs, args.seed, args.prefill_gpus, args.decode_gpus, agg)
-        except PlannerError as exc:
-            last = str(exc)
-            continue
-        b = r["best"]
-        return {"hardware": spec.id, "best": b and (b | {"weights": fmt.name, "usd_per_hour": r["usd_per_hour"]}),
-                "aggregated": agg, "summary": f"{fmt.name} {b['layout']}" if b else "none",
-                "explanation": r["explanation"], "options": r["options"], "workload": r["workload"]}
-    return {"hardware": spec.id, "best": None, "aggregated": agg, "summary": "not possible",
-            "explanation": [last or "no weight format runs"]}
 
 
 # ---------------------------------------------------------------- simulate
@@ -271,7 +182,8 @@ def cmd_simulate_parallel(args) -> int:
         from .report import table
 
         rows = [{"prefill tp": o["tp_prefill"], "decode tp": o["tp_decode"], "x": _fmt(o["x"], "{}"),
-                 "y": _fmt(o["y"], "{}"), "devices": _fmt(o["gpus"], "{}"), "TTFT p95 ms": _fmt(o["ttft_p95_ms"], "{:,.0f}"),
+                 "y": _fmt(o["y"], "{}"), "devices": _fmt(o["gpus"], "{}"),
+                 "TTFT p95 ms": _fmt(o["ttft_p95_ms"], "{:,.0f}"),
                  "TPOT ms": _fmt(o["tpot_ms"]), "decode batch": o["decode_batch"],
                  "KV transfer ms": _fmt(o["kv_transfer_ms"], "{:.2f}"), "why not": o["reason"]} for o in r["options"]]
         print()
@@ -347,7 +259,8 @@ def cmd_speculative_method(args) -> int:
     print(f"target step {r0['target_step_ms']:.2f} ms, draft step {r0['draft_step_ms']:.3f} ms "
           f"(cost ratio {r0['cost_ratio']:.3f}); draft adds {r0['extra_params_b']:.2f} B parameters "
           f"({r0['extra_weights_gb']:.2f} GB)")
-    out = [{"gamma": r["gamma"], "tokens/pass": f"{r['acceptance_length']:.3f}", "verify ms": f"{r['verify_step_ms']:.2f}",
+    out = [{"gamma": r["gamma"], "tokens/pass": f"{r['acceptance_length']:.3f}",
+            "verify ms": f"{r['verify_step_ms']:.2f}",
             "speed-up": f"{r['speedup']:.2f}x", "break-even tokens/pass": f"{r['breakeven_acceptance_length']:.3f}",
             "break-even alpha": "never" if r["breakeven_alpha"] is None else f"{r['breakeven_alpha']:.3f}"}
            for r in rows]

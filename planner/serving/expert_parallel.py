@@ -302,7 +302,8 @@ def ep_report(m, spec, fmt, kv_dtype: str, mode: str, ep: int, imbalance: float 
     if ep <= node.gpus_per_node and m.num_attention_heads % ep == 0:
         rm = replica_memory(m, fmt, kv_dtype, spec, ep, 1, max_tokens)
         link = node.intra_link()
-        tp_dec = float(tp_step_time_s(m, fmt, kv_dtype, dev, "decode", batch_per_engine * engines, 1, context, ep, link))
+        tp_dec = float(tp_step_time_s(m, fmt, kv_dtype, dev, "decode", batch_per_engine * engines, 1, context, ep,
+                                      link))
         out["tensor_parallel"] = {"tp": ep, "fits": rm.fits, "verdict": rm.verdict,
                                   "kv_pool_tokens": rm.kv_pool_tokens, "batch": batch_per_engine * engines,
                                   "decode_step_ms": tp_dec * 1e3,
