@@ -211,7 +211,7 @@ def cmd_simulate_parallel(args) -> int:
         return 0
     s, t = r["engine"], r["deployment"]
     print(f"{m.name} on {args.replicas} x {args.parallel} {ep} x {spec.id}, {fmt.name}, KV {kvd}; "
-          f"{r['engines']} engines share the traffic; max_num_seqs {args.max_num_seqs}")
+          f"{r['engines']} engine(s) share the traffic; max_num_seqs {args.max_num_seqs}")
     print(f"workload: {r['workload']}; one engine simulated with {s['requests']:,} requests")
     print(f"memory: {r['memory_verdict']}")
     print()
@@ -255,6 +255,10 @@ def cmd_speculative_method(args) -> int:
            else f"acceptance rate {args.acceptance:g} per drafted token")
     print(f"{r0['target']} with {args.method} drafts ({r0['draft'] or 'prompt lookup, no draft model'}) on "
           f"{r0['verdict'].split(' on ')[-1]} ({r0['weights']}), context {args.context}, batch {args.batch}, {acc}")
+    if not r0["fits"]:
+        print(f"DOES NOT FIT{r0['verdict'][12:]} (try --tp, a smaller format such as --weights fp8 or int4-g128, "
+              "or a larger device)")
+        return 0
     print(r0["verdict"])
     print(f"target step {r0['target_step_ms']:.2f} ms, draft step {r0['draft_step_ms']:.3f} ms "
           f"(cost ratio {r0['cost_ratio']:.3f}); draft adds {r0['extra_params_b']:.2f} B parameters "
