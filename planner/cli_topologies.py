@@ -193,7 +193,8 @@ def cmd_simulate_parallel(args) -> int:
 
     ep = args.ep or 8
     try:
-        r = simulate_ep(m, spec, fmt, kvd, args.parallel, ep, sc.workload, args.replicas, args.requests, args.seed,
+        n = args.requests if args.requests is not None else 5000
+        r = simulate_ep(m, spec, fmt, kvd, args.parallel, ep, sc.workload, args.replicas, n, args.seed,
                         _eff(args), args.max_num_seqs, args.max_num_batched_tokens, args.chunked_prefill,
                         args.block_size, args.expert_imbalance)
     except DoesNotFit as exc:

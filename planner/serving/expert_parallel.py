@@ -57,6 +57,19 @@ IMBALANCE_SOURCE = ("assumed moderate skew after expert load balancing; SGLang's
                     "(lmsys.org/blog/2025-05-05-large-scale-ep) measures balancedness = mean/max per-GPU MoE load")
 
 
+def runtime_overhead_bytes(spec, m=None, fmt=None, tp: int = 1, draft_kv_bytes: float = 0.0) -> float:
+    """The runtime's memory per device besides weights, KV and activations, from the one function that sizes it:
+    planner.memory.runtime_overhead_bytes (CUDA context, NCCL under tensor/expert parallelism, CUDA graphs, a
+    draft's KV), or, on a tree that predates it, planner.hardware.runtime_overhead_gb + the draft's KV."""
+    try:
+        from ..memory import runtime_overhead_bytes as one_rule
+    except ImportError:
+        from ..hardware import runtime_overhead_gb
+
+        return runtime_overhead_gb(spec) * GB + float(draft_kv_bytes)
+    return float(one_rule(spec, m, fmt, tp, draft_kv_bytes=draft_kv_bytes))
+
+
 def check_ep(m, mode: str, ep: int, imbalance: float = DEFAULT_IMBALANCE) -> None:
     """One-line errors for an EP layout the model cannot take."""
     if mode not in MODES:
@@ -105,7 +118,6 @@ class EPMemory:
 def ep_rank_memory(m, fmt, kv_dtype: str, spec, mode: str, ep: int, max_tokens: int = 8192,
                    flash_attention: bool = True, gpu_memory_utilization: float = 0.9) -> EPMemory:
     """Memory of one rank of an EP group (module docstring)."""
-    from ..hardware import runtime_overhead_gb
     from ..memory import activation_bytes_peak
     from ..ops import kv_bytes_per_token, weight_bytes_by_group
     from .parallelism import kv_split
@@ -119,7 +131,7 @@ def ep_rank_memory(m, fmt, kv_dtype: str, spec, mode: str, ep: int, max_tokens: 
         other = (other - groups["norms"] - groups["router"]) / attn_tp + groups["norms"] + groups["router"]
     routed /= ep
     act = float(activation_bytes_peak(m, fmt, 1, max_tokens, 0, flash_attention)) / attn_tp
-    ovh = runtime_overhead_gb(spec) * GB
+    ovh = runtime_overhead_bytes(spec, m, fmt, ep)  # NCCL / DeepEP buffers: the collective group spans the N ranks
     cap = spec.usable_capacity_gb * GB * gpu_memory_utilization
     per_tok = kv_bytes_per_token(m, kv_dtype) / (kv_split(m, attn_tp) if attn_tp > 1 else 1)
     free = cap - routed - other - act - ovh

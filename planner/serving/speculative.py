@@ -228,7 +228,7 @@ def speculative_method(target, hardware, method: str = "eagle", gamma: int = 3, 
     `speculative` (a separate draft model, single device)."""
     from ..architecture import load_model
     from ..efficiency import resolve_efficiency
-    from ..hardware import load_hardware, runtime_overhead_gb
+    from ..hardware import load_hardware
     from ..ops import kv_bytes_per_sequence, weight_bytes
     from ..quantization import kv_dtype as norm_kv, weight_format
     from ..roofline import device_model, select_unit
@@ -265,10 +265,12 @@ def speculative_method(target, hardware, method: str = "eagle", gamma: int = 3, 
     extra_params = draft_head_params(tm, method)
     extra_w = extra_params * fmt.bytes_per_weight
     ctx = context + gamma + 1
-    kv = batch * float(kv_bytes_per_sequence(tm, kvd, ctx))
-    if method != "ngram":
-        kv += batch * float(kv_bytes_per_sequence(draft_head(tm, method), kvd, ctx))
-    need = (weight_bytes(tm, fmt) + extra_w) / tp + runtime_overhead_gb(spec) * 1e9 + kv / kv_split(tm, tp)
+    from .expert_parallel import runtime_overhead_bytes
+
+    kv = batch * float(kv_bytes_per_sequence(tm, kvd, ctx)) / kv_split(tm, tp)
+    draft_kv = 0.0 if method == "ngram" else (
+        batch * float(kv_bytes_per_sequence(draft_head(tm, method), kvd, ctx)) / kv_split(tm, tp))
+    need = (weight_bytes(tm, fmt) + extra_w) / tp + runtime_overhead_bytes(spec, tm, fmt, tp, draft_kv) + kv
     cap = spec.usable_capacity_gb * 1e9
     fits = need <= cap
     be_tau = (gamma * t_draft + t_verify) / t_target
