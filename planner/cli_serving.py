@@ -10,7 +10,6 @@ import json
 import sys
 
 from .cli import int_list, positive_int
-from .cli_topologies import add_parallel_args, add_speculative_args, uses_topology
 
 
 def _positive_float(text: str) -> float:
@@ -83,7 +82,6 @@ def register(sub) -> None:
     p.add_argument("--all", action="store_true", help="also list every rejected device with its reason")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _efficiency_args(p)
-    add_parallel_args(p)  # topologies: --parallel ep|dp-attention|pd (planner/cli_topologies.py)
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("simulate", help="simulate continuous batching for one serving configuration")
@@ -103,7 +101,6 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
     _efficiency_args(p)
-    add_parallel_args(p)  # topologies: --parallel ep|dp-attention|pd (planner/cli_topologies.py)
     p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("batching", help="latency per step and throughput across batch sizes, with the knee")
@@ -126,7 +123,6 @@ def register(sub) -> None:
     p.add_argument("--batch", type=positive_int, default=1)
     p.add_argument("--json", action="store_true")
     _efficiency_args(p)
-    add_speculative_args(p)  # topologies: --method draft|mtp|eagle|ngram (planner/cli_topologies.py)
     p.set_defaults(func=cmd_speculative)
 
 
@@ -134,9 +130,6 @@ def register(sub) -> None:
 
 
 def cmd_plan(args) -> int:
-    if uses_topology(args):  # topologies hook
-        from .cli_topologies import cmd_plan_parallel
-        return cmd_plan_parallel(args)
     from .report import table
     from .serving import plan
 
@@ -187,9 +180,6 @@ def cmd_plan(args) -> int:
 
 
 def cmd_simulate(args) -> int:
-    if uses_topology(args):  # topologies hook
-        from .cli_topologies import cmd_simulate_parallel
-        return cmd_simulate_parallel(args)
     from .serving import get_scenario, make_config, simulate
 
     sc = get_scenario(args.scenario).with_overrides(qps=args.qps, trace=args.trace)
@@ -242,13 +232,6 @@ def cmd_batching(args) -> int:
 
 
 def cmd_speculative(args) -> int:
-    if getattr(args, "method", "draft") != "draft":  # topologies hook
-        from .cli_topologies import cmd_speculative_method
-        return cmd_speculative_method(args)
-    if args.draft is None or args.tp != 1 or args.acceptance_length is not None:
-        from .errors import PlannerError
-        raise PlannerError("--draft: the draft method needs a draft model (same vocabulary), on one device (--tp 1), "
-                           "with --acceptance; or --method mtp|eagle|ngram")
     from .report import table
     from .serving import speculative
 

@@ -51,6 +51,42 @@ def add_parallel_args(p) -> None:
     g.add_argument("--decode-gpus", type=positive_int, default=None, help="pd: devices in the decode pool")
 
 
+def register(sub) -> None:
+    """Add the topology arguments to `plan`, `simulate` and `speculative` (registered before by planner.cli_serving)
+    and route a command here when one of them is used; otherwise the command runs unchanged."""
+    for name, handler in (("plan", "cmd_plan_parallel"), ("simulate", "cmd_simulate_parallel")):
+        p = sub.choices.get(name)
+        if p is None:
+            continue
+        add_parallel_args(p)
+        p.set_defaults(func=_route(p.get_default("func"), globals()[handler]))
+    p = sub.choices.get("speculative")
+    if p is not None:
+        add_speculative_args(p)
+        p.set_defaults(func=_route_speculative(p.get_default("func")))
+
+
+def _route(base, handler):
+    def run(args) -> int:
+        return handler(args) if uses_topology(args) else base(args)
+
+    return run
+
+
+def _route_speculative(base):
+    def run(args) -> int:
+        if args.method != "draft":
+            return cmd_speculative_method(args)
+        if args.draft is None or args.tp != 1 or args.acceptance_length is not None:
+            from .errors import PlannerError
+
+            raise PlannerError("--draft: the draft method needs a draft model (same vocabulary), on one device "
+                               "(--tp 1), with --acceptance; or --method mtp|eagle|ngram")
+        return base(args)
+
+    return run
+
+
 def uses_topology(args) -> bool:
     """True when a topology argument was given (the handler then checks that they go together)."""
     return getattr(args, "parallel", "tp") != "tp" or any(
