@@ -36,8 +36,6 @@ def _tau(text: str) -> float:
 
 def add_parallel_args(p) -> None:
     """--parallel and its sizes (plan and simulate)."""
-    from .serving.expert_parallel import DEFAULT_IMBALANCE
-
     g = p.add_argument_group("serving topology")
     g.add_argument("--parallel", choices=LAYOUTS, default="tp",
                    help="tp: tensor/pipeline/data parallel (default); ep: experts split over --ep ranks, attention "
@@ -46,7 +44,8 @@ def add_parallel_args(p) -> None:
     g.add_argument("--ep", type=positive_int, default=None,
                    help="expert-parallel ranks (default: plan searches the smallest group that fits; simulate: 8)")
     g.add_argument("--expert-imbalance", type=_imbalance, default=None,
-                   help=f"max/mean routed tokens per expert rank (default {DEFAULT_IMBALANCE}; 1 = perfectly balanced)")
+                   help="max/mean routed tokens per expert rank (1 = perfectly balanced; default: the assumption "
+                        "documented in planner/serving/expert_parallel.py)")
     g.add_argument("--prefill-gpus", type=positive_int, default=None, help="pd: devices in the prefill pool")
     g.add_argument("--decode-gpus", type=positive_int, default=None, help="pd: devices in the decode pool")
 
@@ -94,9 +93,8 @@ def uses_topology(args) -> bool:
 
 
 def add_speculative_args(p) -> None:
-    from .serving.speculative import METHODS
-
-    p.add_argument("--method", choices=METHODS, default="draft",
+    # the method names are checked by planner.serving.speculative (not imported here: `planner estimate` stays light)
+    p.add_argument("--method", default="draft",
                    help="draft: a separate draft model (--draft); mtp: DeepSeek-V3 multi-token-prediction module; "
                         "eagle: an EAGLE draft head; ngram: prompt lookup (no draft compute)")
     p.add_argument("--acceptance-length", type=_tau, default=None,
