@@ -200,8 +200,6 @@ def make_group(m, spec, mode: str, ep: int, imbalance: float = DEFAULT_IMBALANCE
     if ep > node.gpus_per_node and node.inter_link() is None:
         raise PlannerError(f"--ep: {ep} ranks exceed the {node.gpus_per_node} devices of a {node.name} node, "
                            "and its nodes have no network between them")
-    if node.gpus_per_node == 1 and ep > 1 and node.inter_link() is None:
-        raise PlannerError(f"--ep: {spec.id} has no link between devices")
     return EPGroup(mode, ep, float(imbalance), node.intra_link(), node.inter_link(), node.gpus_per_node)
 
 
