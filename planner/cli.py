@@ -13,7 +13,8 @@ import json
 import sys
 
 # modules that add subcommands (each has register(subparsers)); optional ones are skipped if absent
-_EXTENSIONS = ("validate.cli", "planner.cli_serving", "planner.cli_accuracy")
+_EXTENSIONS = ("validate.cli", "planner.cli_serving", "planner.cli_accuracy",
+               "planner.cli_topologies")  # after cli_serving: adds --parallel/--method to its commands
 
 
 # optional dependencies -> the extra that installs them (pyproject.toml)

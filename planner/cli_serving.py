@@ -222,7 +222,7 @@ def register(sub) -> None:
 
     p = sub.add_parser("speculative", help="speculative decoding: expected tokens, speed-up, break-even acceptance")
     p.add_argument("--model", "-m", required=True, help="target model")
-    p.add_argument("--draft", required=True, help="draft model (same vocabulary)")
+    p.add_argument("--draft", default=None, help="draft model (same vocabulary; --method draft)")
     p.add_argument("--hardware", "-H", required=True)
     p.add_argument("--weights", "-w", default="fp16")
     p.add_argument("--gamma", type=_bounded_int_list(1, 64), default=[1, 2, 3, 4, 5, 6, 8],
