@@ -49,25 +49,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import PlannerError
+from ..memory import runtime_overhead_bytes
 from ..units import GB
 
 MODES = ("ep", "dp-attention")
 DEFAULT_IMBALANCE = 1.3
 IMBALANCE_SOURCE = ("assumed moderate skew after expert load balancing; SGLang's large-scale EP blog "
                     "(lmsys.org/blog/2025-05-05-large-scale-ep) measures balancedness = mean/max per-GPU MoE load")
-
-
-def runtime_overhead_bytes(spec, m=None, fmt=None, tp: int = 1, draft_kv_bytes: float = 0.0) -> float:
-    """The runtime's memory per device besides weights, KV and activations, from the one function that sizes it:
-    planner.memory.runtime_overhead_bytes (CUDA context, NCCL under tensor/expert parallelism, CUDA graphs, a
-    draft's KV), or, on a tree that predates it, planner.hardware.runtime_overhead_gb + the draft's KV."""
-    try:
-        from ..memory import runtime_overhead_bytes as one_rule
-    except ImportError:
-        from ..hardware import runtime_overhead_gb
-
-        return runtime_overhead_gb(spec) * GB + float(draft_kv_bytes)
-    return float(one_rule(spec, m, fmt, tp, draft_kv_bytes=draft_kv_bytes))
 
 
 def check_ep(m, mode: str, ep: int, imbalance: float = DEFAULT_IMBALANCE) -> None:

@@ -266,12 +266,12 @@ def speculative_method(target, hardware, method: str = "eagle", gamma: int = 3, 
     extra_params = draft_head_params(tm, method)
     extra_w = extra_params * fmt.bytes_per_weight
     ctx = context + gamma + 1
-    from .expert_parallel import runtime_overhead_bytes
+    from ..memory import runtime_overhead_bytes
 
     kv = batch * float(kv_bytes_per_sequence(tm, kvd, ctx)) / kv_split(tm, tp)
     draft_kv = 0.0 if method == "ngram" else (
         batch * float(kv_bytes_per_sequence(draft_head(tm, method), kvd, ctx)) / kv_split(tm, tp))
-    need = (weight_bytes(tm, fmt) + extra_w) / tp + runtime_overhead_bytes(spec, tm, fmt, tp, draft_kv) + kv
+    need = (weight_bytes(tm, fmt) + extra_w) / tp + runtime_overhead_bytes(spec, tm, fmt, tp, draft_kv_bytes=draft_kv) + kv
     cap = spec.usable_capacity_gb * 1e9
     fits = need <= cap
     be_tau = (gamma * t_draft + t_verify) / t_target
