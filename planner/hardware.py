@@ -38,14 +38,14 @@ CapacityGB = Annotated[float, Field(ge=1e-3, le=1e5, **_NUM)]          # 1 MB ..
 BandwidthGBs = Annotated[float, Field(ge=1e-3, le=1e6, **_NUM)]        # 1 MB/s .. 1 PB/s
 LinkGBs = Annotated[float, Field(ge=0, le=1e6, **_NUM)]                # 0 = no link
 PeakTflops = Annotated[float, Field(ge=1e-6, le=1e6, **_NUM)]          # 1 MFLOP/s .. 1 EFLOP/s
-Fraction = Annotated[float, Field(ge=1e-3, le=1, **_NUM)]              # a share of a peak or of memory: (0, 1]
+Fraction = Annotated[float, Field(ge=1e-6, le=1, **_NUM)]              # a share of a peak or of memory: (0, 1], no subnormals
 CacheMB = Annotated[float, Field(ge=1e-3, le=1e5, **_NUM)]
 Watts = Annotated[float, Field(ge=1e-3, le=1e6, **_NUM)]
 UsdPerHour = Annotated[float, Field(ge=1e-6, le=1e5, **_NUM)]
 OverheadUs = Annotated[float, Field(ge=0, le=1e6, **_NUM)]             # per kernel, <= 1 s
 OverheadMs = Annotated[float, Field(ge=0, le=1e6, **_NUM)]             # per step, <= 1000 s
 HalfRows = Annotated[float, Field(ge=0, le=1e9, **_NUM)]
-OverheadRatio = Annotated[float, Field(ge=0, le=1e3, **_NUM)]          # extra time as a fraction of the time
+OverheadRatio = Annotated[float, Field(ge=0, le=1e6, **_NUM)]          # extra time as a fraction of the time
 TflopsPerWatt = Annotated[float, Field(ge=0, le=1e3, **_NUM)]
 Year = Annotated[int, Field(ge=1990, le=2100, strict=True)]
 # Decimal GB the runtime sees may exceed the marketed figure: an "80 GB" HBM part is 80 GiB = 85.9e9 B.
