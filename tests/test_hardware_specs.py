@@ -377,3 +377,16 @@ def test_cli_hostile_spec_is_exit_2_with_one_error_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith("error:") and "memory.capacity_gb" in err[0]
     assert not math.isinf(load_hardware("h100-sxm").memory.capacity_gb)
+
+
+def test_hardware_list_shows_the_new_devices_with_usable_capacity(capsys):
+    import json
+
+    from planner.cli import main
+
+    assert main(["hardware", "list", "--json"]) == 0
+    rows = {r["id"]: r for r in json.loads(capsys.readouterr().out)}
+    assert set(NEW_NVIDIA_DATACENTER + NEW_OTHER) <= set(rows)
+    # H100 SXM: 85.0 GB visible x usable_fraction 1.0; RTX 5070 Ti rests on 3 unpublished figures
+    assert rows["h100-sxm"]["usable_gb"] == "85.0" and rows["h100-sxm"]["unpublished"] == ""
+    assert rows["rtx-5070-ti"]["unpublished"] == "3"
