@@ -3,6 +3,10 @@
 Specs are data, the schema is code: every section carries a `source`, unknown keys are errors, peaks are dense
 (sparse datasheet figures halved, GeForce cards at the fp32-accumulate tensor rate). A device has one or more
 compute units sharing one memory system (a system-on-chip lists CPU, GPU and NPU separately).
+
+Every number is finite and inside the bounds stated once below; fit uses the capacity the runtime sees
+(`memory.visible_gb`, decimal GB) x `usable_fraction`; figures the vendor does not publish are listed in
+`unpublished` and every estimate that rests on one carries a warning.
 """
 
 from __future__ import annotations
@@ -10,9 +14,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
-
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -88,7 +90,7 @@ class MemorySpec(_Frozen):
     source: str = Field(min_length=3)
     usable_fraction_source: str | None = None
     derived: str | None = Field(None, description="how any number here was derived, if not printed by the vendor")
-    host_pool: HostPool | None = Field(None, description="a second memory pool (reported; fit uses this pool)")
+    host_pool: HostPool | None = Field(None, description="a second memory pool (reported; fit uses the device pool above)")
 
     @model_validator(mode="after")
     def _usable_has_source(self):
