@@ -153,8 +153,9 @@ def cmd_hardware(args) -> int:
 
     if args.action == "list":
         rows = [{"id": s.id, "name": s.name, "kind": s.kind, "memory_gb": f"{s.memory.capacity_gb:g}",
-                 "bandwidth_gbs": f"{s.memory.bandwidth_gbs:g}",
-                 "units": ",".join(u.name for u in s.units)} for s in load_all_hardware()]
+                 "usable_gb": f"{s.usable_capacity_gb:.1f}", "bandwidth_gbs": f"{s.memory.bandwidth_gbs:g}",
+                 "units": ",".join(u.name for u in s.units),
+                 "unpublished": str(len(s.unpublished)) if s.unpublished else ""} for s in load_all_hardware()]
         print(json.dumps(rows, indent=2) if args.json else table(rows, list(rows[0]) if rows else ["id"]))
         return 0
     if not args.id:

@@ -157,6 +157,15 @@ class IntervalReport(_Out):
     source: str
 
 
+class HostPoolReport(_Out):
+    """A second memory pool of the device (GH200/GB300 Grace LPDDR5X over NVLink-C2C): reported, not used for fit."""
+
+    capacity_gb: float
+    bandwidth_gbs: float
+    link_gbs: float
+    type: str | None = None
+
+
 class Estimate(_Out):
     model: str
     hardware: str
@@ -181,6 +190,7 @@ class Estimate(_Out):
     warnings: list[str]
     runtime: str | None = None
     intervals: IntervalReport | None = None
+    host_pool: HostPoolReport | None = None
 
 
 def _op_reports(op_times: list[OpTime]) -> list[OpReport]:
@@ -240,6 +250,8 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     eff = resolve_efficiency(spec, u, efficiency, prof)
     dev: DeviceModel = device_model(spec, u, fmt, eff)
     warnings: list[str] = []
+    if (unpublished := spec.unpublished_warning(u)) is not None:  # figures the vendor does not print
+        warnings.append(unpublished)
     context = prompt + output
     if context > m.max_position_embeddings:
         warnings.append(f"context {context} exceeds {m.name}'s maximum of {m.max_position_embeddings} tokens")
@@ -388,4 +400,6 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         engine=EngineReport(engine=mb.engine, kv_pool_gb=mb.kv_pool_bytes / GB, max_concurrency=mb.max_concurrency,
                             blocks=mb.blocks, fits=fits, rule=mb.rule),
         efficiency=EfficiencyReport(**eff.model_dump()), warnings=warnings,
-        runtime=prof.id if prof is not None else None, intervals=iv_report)
+        runtime=prof.id if prof is not None else None, intervals=iv_report,
+        host_pool=None if (hp := spec.memory.host_pool) is None else HostPoolReport(
+            capacity_gb=hp.capacity_gb, bandwidth_gbs=hp.bandwidth_gbs, link_gbs=hp.link_gbs, type=hp.type))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -11,7 +12,25 @@ import yaml
 
 from .errors import PlannerError
 
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+class _DecimalLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """The safe loader with numbers read as plain decimals only. PyYAML's YAML 1.1 resolver reads `12:30` as 750
+    (base 60) and `012` as 10 (octal); here both stay strings, so a schema that expects a number refuses them
+    with one line naming the field. `1e3` and `1.5e-3` are floats (YAML 1.2); `.inf`/`.nan` still parse, and
+    the schemas refuse them (allow_inf_nan=False)."""
+
+
+_DECIMAL = {
+    "tag:yaml.org,2002:int": re.compile(r"^[-+]?(?:0|[1-9][0-9_]*)$"),
+    "tag:yaml.org,2002:float": re.compile(
+        r"^[-+]?(?:[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?|\.[0-9_]+(?:[eE][-+]?[0-9]+)?|[0-9][0-9_]*[eE][-+]?[0-9]+)$"
+        r"|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"),
+}
+_DecimalLoader.yaml_implicit_resolvers = {
+    first: [(tag, _DECIMAL.get(tag, rx)) for tag, rx in resolvers]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_SAFE_LOADER = _DecimalLoader
 
 
 # The largest input file read: specs, configs, profiles and record files are kilobytes to a few megabytes; a

@@ -38,6 +38,10 @@ def estimate_text(e: Estimate) -> str:
         f"  largest batch at this context: {m.max_batch_at_context}; longest context at this batch: "
         f"{m.max_context_at_batch:,} tokens, prompt + {e.output} output (model maximum {m.model_max_context:,})",
     ]
+    if e.host_pool is not None:
+        hp = e.host_pool
+        lines.append(f"  host pool    {hp.capacity_gb:10.2f} GB {hp.type or ''} at {hp.bandwidth_gbs:g} GB/s, "
+                     f"{hp.link_gbs:g} GB/s link (reported; fit uses device memory)")
     if e.engine.engine != "none":
         lines.append(f"  {e.engine.engine}: KV pool {e.engine.kv_pool_gb:.2f} GB, holds {e.engine.max_concurrency:.1f} "
                      f"sequences of {e.prompt + e.output} tokens ({e.engine.rule})")

@@ -134,12 +134,13 @@ def test_vllm_v1_profiles_the_token_budget_and_cli_flags_reach_it():
     e = estimate(**base)
     prof = 8192 * (2 * 4096 + 3 * 11008) * 2 + 3 * 256 * 32000 * 4
     assert e.memory.activations_gb * 1e9 == pytest.approx(prof)
-    blocks = int((80e9 * 0.9 - W_7B - prof - CTX) // (16 * KV_TOK_7B))
+    cap = load_hardware("a100-80gb-sxm").usable_capacity_gb * 1e9  # 84.99e9: 79.15 GiB as CUDA reports it
+    blocks = int((cap * 0.9 - W_7B - prof - CTX) // (16 * KV_TOK_7B))
     assert e.engine.blocks == blocks
     assert e.engine.max_concurrency == pytest.approx(blocks / 128)  # 2048 tokens = 128 blocks
     big = estimate(**base, engine_settings=EngineSettings(max_num_batched_tokens=32768, gpu_memory_utilization=0.8))
     prof32 = 32768 * (2 * 4096 + 3 * 11008) * 2 + 3 * 256 * 32000 * 4
-    assert big.engine.blocks == int((80e9 * 0.8 - W_7B - prof32 - CTX) // (16 * KV_TOK_7B))
+    assert big.engine.blocks == int((cap * 0.8 - W_7B - prof32 - CTX) // (16 * KV_TOK_7B))
 
 
 def test_vllm_refuses_requests_longer_than_max_model_len():
@@ -180,6 +181,22 @@ def test_trtllm_sglang_llamacpp_rules():
     assert ll.kv_pool_bytes == 4 * 1024 * KV_TOK_7B and ll.fits
     # llama.cpp's compute buffer holds one n_ubatch of 512 tokens: 4 x 1000 prompt tokens run 512 at a time
     assert ll.activations_bytes == pytest.approx(512 * (2 * 4096 + 3 * 11008) * 2 + 4 * 32000 * 4)
+
+
+def test_unified_memory_usable_fraction():
+    e = estimate("llama-2-7b", "apple-m2-max", batch=1)
+    from planner.hardware import load_hardware
+    s = load_hardware("apple-m2-max")
+    # 96 GB of LPDDR5 is 96 GiB = 103.08e9 B as macOS reports it (visible_gb), x usable_fraction 0.75
+    assert e.memory.capacity_gb == pytest.approx(103.08 * 0.75)
+    assert s.memory.visible_gb * s.memory.usable_fraction == pytest.approx(103.08 * 0.75)
+    assert s.memory.usable_fraction < 1
+
+
+def test_breakdown_adds_up():
+    e = estimate("mixtral-8x7b", "h100-sxm", "int4-g128", batch=4, prompt=4096, output=512)
+    m = e.memory
+    assert m.total_gb == pytest.approx(m.weights_gb + m.kv_cache_gb + m.activations_gb + m.overhead_gb, rel=1e-12)
 
 
 @pytest.mark.parametrize("engine", ["none", "vllm", "trtllm", "sglang", "llamacpp"])
@@ -237,10 +254,11 @@ def test_chunked_prefill_sizes_activations_by_the_chunk():
     chunk = estimate("llama-3.1-8b", "h100-sxm", "bf16", batch=4, prompt=1000, output=100,
                      engine_settings=EngineSettings(max_num_batched_tokens=8192))
     assert chunk.memory.max_context_at_batch > plain.memory.max_context_at_batch
-    # by hand: 80e9 >= W + overhead + 4 x c x 131,072 + 8192 x per_tok x 2 + 4 x V x 4  (c = prompt + 100)
+    # by hand: 85.0e9 (the H100's CUDA-visible bytes) >= W + overhead + 4 x c x 131,072 + 8192 x per_tok x 2
+    #          + 4 x V x 4  (c = prompt + 100)
     W = weight_bytes(m, f)
     ovh = runtime_overhead_bytes(load_hardware("h100-sxm"), m, f)
-    c = math.floor((80e9 - W - ovh - 8192 * per_tok * 2 - 4 * 128256 * 4) / (4 * 131072))
+    c = math.floor((85.0e9 - W - ovh - 8192 * per_tok * 2 - 4 * 128256 * 4) / (4 * 131072))
     assert chunk.memory.max_context_at_batch == c
 
 
