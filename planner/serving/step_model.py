@@ -242,8 +242,8 @@ def _attention_coefficients(m, fmt, kv_dtype, dev: DeviceModel, tp: int, flash: 
 
     Decode has one new token (keys = cached + 1 on global layers: the features are collinear and the least-squares
     fit takes the minimum-norm coefficients, which are exact on every point that satisfies the same relation)."""
-    windows = [None] if not m.sliding_window else [None, m.sliding_window]
-    W = m.sliding_window or 0
+    windows = [None] if not m.attention_window else [None, m.attention_window]
+    W = m.attention_window or 0
     pasts = np.array([0, 100, 0, 300, 5000, 70000, 2 * W + 5, W // 2 + 1, 0, W, W + 1, 3], dtype=np.float64)
     if stage == "decode":
         news = np.ones_like(pasts)
