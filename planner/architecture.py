@@ -12,6 +12,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import PlannerError, pydantic_one_line, unknown_id
@@ -98,8 +99,8 @@ class LinearAttnSpec(_Frozen):
     def scan_flops_per_token(self, chunk: int) -> float:
         """Delta-rule update and read-out per token: ~6 dk dv per value head recurrently (decode: chunk 1); the
         chunked prefill adds the intra-chunk products 2 Q (dk + dv) per head (arXiv:2412.06464, section 3)."""
-        per_head = 6 * self.key_head_dim * self.value_head_dim + 2 * (chunk - 1) * (self.key_head_dim + self.value_head_dim)
-        return self.num_value_heads * per_head
+        intra = 2 * np.maximum(np.asarray(chunk, dtype=np.float64) - 1, 0) * (self.key_head_dim + self.value_head_dim)
+        return self.num_value_heads * (6 * self.key_head_dim * self.value_head_dim + intra)
 
 
 class SSMSpec(_Frozen):
@@ -148,9 +149,10 @@ class SSMSpec(_Frozen):
         the SSD chunked prefill adds the intra-chunk attention-like products 2 Q (N + head_dim) per head
         (arXiv:2405.21060, section 6)."""
         rec = 6.0 * self.d_inner * self.state_size
-        if self.version == 2 and chunk > 1:
-            rec += self.num_heads * 2 * (chunk - 1) * (self.state_size + self.head_dim)
-        return rec
+        if self.version == 1:  # Mamba-1's selective scan is recurrent in prefill too
+            return rec + 0.0 * np.asarray(chunk, dtype=np.float64)
+        intra = 2 * np.maximum(np.asarray(chunk, dtype=np.float64) - 1, 0) * (self.state_size + self.head_dim)
+        return rec + self.num_heads * intra
 
 
 MIXERS = ("full", "sliding", "chunked", "sparse", "linear", "ssm", "full+ssm", "none")
@@ -201,6 +203,8 @@ class ModelArch(_Frozen):
                                              "checkpoint (gpt-oss: mxfp4); never stored wider than this")
     published_params_b: float | None = Field(None, description="published total parameter count, billions")
     published_active_params_b: float | None = None
+    published_non_embedding_params_b: float | None = Field(None, description="published count without the "
+                                                           "embedding (and untied LM head), billions")
     source: str | None = None
     weights_file: object | None = Field(None, description="exact tensor bytes read from a GGUF/safetensors file",
                                         exclude=True)
@@ -483,7 +487,8 @@ def _load_catalog(path: str) -> ModelArch:
     hf = data.get("hf_config")
     if not isinstance(hf, dict):
         raise PlannerError(f"{path}: catalog entry needs an 'hf_config' mapping")
-    extra = {k: data[k] for k in ("published_params_b", "published_active_params_b", "source") if k in data}
+    extra = {k: data[k] for k in ("published_params_b", "published_active_params_b",
+                                  "published_non_embedding_params_b", "source") if k in data}
     return from_hf_config({**hf, **extra}, name=Path(path).stem, where=path)
 
 

@@ -111,7 +111,7 @@ class HFFields(BaseModel):
         if kv is not None and self.num_attention_heads % kv:
             raise ValueError(f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
                              f"num_key_value_heads ({kv})")
-        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
+        if self.head_dim is None and self.kv_lora_rank is None and self.hidden_size % self.num_attention_heads:
             raise ValueError(f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
                              f"({self.num_attention_heads}) and no head_dim is given")
         return self
@@ -384,6 +384,9 @@ ARCHITECTURES = {
 _TEXT_CONFIG_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
 
 
+_PUBLISHED = ("published_params_b", "published_active_params_b", "published_non_embedding_params_b", "source")
+
+
 def supported_model_types() -> list[str]:
     return sorted(set(FAMILIES) | set(_TEXT_CONFIG_TYPES))
 
@@ -399,28 +402,44 @@ def _map_layer_types(types: list[str], L: int) -> tuple[str, ...]:
     return tuple(names[t] for t in types)
 
 
+class _Vision(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    model_type: str | None = None
+    hidden_size: Width
+    intermediate_size: Annotated[StrictInt, Field(gt=0, le=10_000_000)]
+    num_hidden_layers: Layers
+    patch_size: Annotated[StrictInt, Field(gt=0, le=1024)]
+    image_size: Annotated[StrictInt, Field(gt=0, le=100_000)]
+    num_channels: Annotated[StrictInt, Field(gt=0, le=64)] = 3
+    vision_output_dim: Width | None = None
+    spatial_merge_size: Annotated[StrictInt, Field(gt=0, le=64)] = 2
+
+
 def vision_tower_params(vc: dict, text_hidden: int, where: str) -> int:
-    """A ViT vision tower (SigLIP-style: biased q/k/v/o, plain GELU MLP with biases, two LayerNorms per layer,
-    a patch embedding and learned positions, a post LayerNorm) plus a projector vision hidden -> text hidden
-    with its RMSNorm (Gemma 3's multimodal projector). Fields read through the same schema."""
+    """Parameters of the vision tower and its projector (in memory, never run by text decode), by encoder:
 
-    class _Vision(BaseModel):
-        model_config = ConfigDict(extra="ignore")
-        hidden_size: Width
-        intermediate_size: Annotated[StrictInt, Field(gt=0, le=10_000_000)]
-        num_hidden_layers: Layers
-        patch_size: Annotated[StrictInt, Field(gt=0, le=1024)]
-        image_size: Annotated[StrictInt, Field(gt=0, le=100_000)]
-        num_channels: Annotated[StrictInt, Field(gt=0, le=64)] = 3
-
+    * SigLIP (Gemma 3): per layer biased q/k/v/o 4(d^2 + d), GELU MLP 2 d I + I + d, two LayerNorms 4d; patch
+      embedding c p^2 d + d, learned positions (image/patch)^2 d, post LayerNorm 2d; projector d x text_hidden
+      plus its RMSNorm d.
+    * Llama 4: the same ViT layers, then the pixel-shuffle adapter (4d -> out -> out) and projector out x text.
+    * Pixtral (Mistral Small 3.1): bias-free attention 4 d^2, gated MLP 3 d I, two RMSNorms 2d; patch embedding
+      c p^2 d, ln_pre d; projector RMSNorm d, patch merger (m^2 d -> d), linear d -> text, linear text -> text.
+    """
     try:
         v = _Vision.model_validate(vc)
     except ValidationError as exc:
         raise _schema_error(f"{where}: vision_config", exc) from None
-    d, I = v.hidden_size, v.intermediate_size
+    d, I, c, p = v.hidden_size, v.intermediate_size, v.num_channels, v.patch_size
+    if v.model_type == "pixtral":
+        layer = 4 * d * d + 3 * d * I + 2 * d
+        proj = d + (v.spatial_merge_size ** 2 * d) * d + d * text_hidden + text_hidden * text_hidden
+        return v.num_hidden_layers * layer + c * p * p * d + d + proj
     layer = 4 * (d * d + d) + (d * I + I) + (I * d + d) + 2 * 2 * d
-    patches = (v.image_size // v.patch_size) ** 2
-    embed = v.num_channels * v.patch_size ** 2 * d + d + patches * d
+    patches = (v.image_size // p) ** 2
+    embed = c * p * p * d + d + patches * d
+    if v.vision_output_dim:  # Llama 4 pixel-shuffle adapter (ratio 0.5: 4 d channels) and projector
+        out = v.vision_output_dim
+        return v.num_hidden_layers * layer + embed + 2 * d + 4 * d * out + out * out + out * text_hidden
     return v.num_hidden_layers * layer + embed + 2 * d + d * text_hidden + d
 
 
@@ -433,7 +452,7 @@ def from_hf_config(cfg: Any, name: str = "custom", where: str = "config.json"):
 
     if not isinstance(cfg, dict):
         raise PlannerError(f"{where}: a config.json must be a JSON object, got {type(cfg).__name__}")
-    extra = {k: cfg[k] for k in ("published_params_b", "published_active_params_b", "source") if k in cfg}
+    extra = {k: cfg[k] for k in _PUBLISHED if k in cfg}
     mtype = cfg.get("model_type")
     archs = cfg.get("architectures")
     archs = archs if isinstance(archs, list) else []
@@ -446,7 +465,7 @@ def from_hf_config(cfg: Any, name: str = "custom", where: str = "config.json"):
         inner = dict(cfg["text_config"])
         inner.setdefault("model_type", _TEXT_CONFIG_TYPES.get(outer if isinstance(outer, str) else "", outer))
         inner.setdefault("architectures", archs)
-        if isinstance(vc, dict) and outer == "gemma3":
+        if isinstance(vc, dict) and outer in _TEXT_CONFIG_TYPES:
             h = inner.get("hidden_size")
             if isinstance(h, int) and not isinstance(h, bool) and 0 < h <= 1_000_000:
                 vision = vision_tower_params(vc, h, where)
@@ -506,7 +525,9 @@ def from_hf_config(cfg: Any, name: str = "custom", where: str = "config.json"):
             kw["o_proj_bias"] = True
     if f.mlp_bias:
         kw["mlp_bias"] = True
-    if f.sliding_window and f.use_sliding_window is not False and mtype not in ("gemma",):
+    # a window at least as long as the model's context is full attention (Phi-4-mini: 262,144 of 131,072)
+    if (f.sliding_window and f.use_sliding_window is not False and mtype not in ("gemma",)
+            and f.sliding_window < f.max_position_embeddings):
         kw["sliding_window"] = f.sliding_window
         if mtype in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
             # Qwen applies the window only above max_window_layers; full attention unless all layers use it
@@ -515,7 +536,7 @@ def from_hf_config(cfg: Any, name: str = "custom", where: str = "config.json"):
     kw.update(fam)
     if "intermediate_size" not in kw:
         raise PlannerError(f"{where}: missing required field 'intermediate_size'")
-    for k in ("published_params_b", "published_active_params_b", "source"):
+    for k in _PUBLISHED:
         if k in cfg:
             kw[k] = cfg[k]
     try:

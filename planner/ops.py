@@ -219,9 +219,13 @@ def _attention_ops(m: ModelArch, kv_dtype: str, a: float, stage: str, batch, new
 
 
 def _state_ops(m: ModelArch, fmt: WeightFormat, stage: str, B, S, a: float) -> list[OpCost]:
-    """Linear-attention (gated DeltaNet) and SSM layers: their projections (weight GEMMs), the scan (chunked in
-    prefill, recurrent in decode: a constant cost per token), and the per-sequence state read and written once per
-    step (no growth with the context)."""
+    """Linear-attention (gated DeltaNet) and SSM layers: their projections (weight GEMMs) and the scan.
+
+    The scan's cost is constant per token: recurrent in decode, chunked in prefill (chunk Q: the intra-chunk
+    products at full chunk size). Its state is read and written once per chunk boundary: 2 x state bytes per
+    sequence per decode step (a decode step is a chunk of one), 2 x state x S / Q per prefill of S tokens (the
+    chunked scans write every chunk's state). No term grows with the context. The scan is named attn_* so that
+    the serving step model times it per sequence, like attention."""
     T = B * S
     h, bpw = m.hidden_size, fmt.bytes_per_weight
     ops = []
@@ -231,12 +235,14 @@ def _state_ops(m: ModelArch, fmt: WeightFormat, stage: str, B, S, a: float) -> l
             continue
         p = spec.params(h)
         state = spec.state_elements() * STATE_BYTES_PER_ELEMENT
-        chunk = 1.0 if stage == "decode" else np.minimum(S, spec.chunk_size)
+        chunk = 1 if stage == "decode" else spec.chunk_size
+        chunks = B * S / chunk  # state reads/writes per step
         inner = spec.value_dim if name == "linear_attn" else spec.d_inner
         conv = spec.conv_dim
         ops.append(OpCost(f"{name}_proj", stage, count, 2 * T * p, p * bpw, T * (2 * h + conv + 2 * inner) * a))
-        ops.append(OpCost(f"{name}_scan", stage, count, T * spec.scan_flops_per_token(chunk), 0.0,
-                          T * (conv + 2 * inner) * a, B * state, B * state, VECTOR if stage == "decode" else MATMUL))
+        ops.append(OpCost(f"attn_{name}_scan", stage, count, T * spec.scan_flops_per_token(chunk), 0.0,
+                          T * (conv + 2 * inner) * a, chunks * state, chunks * state,
+                          VECTOR if stage == "decode" else MATMUL))
     return ops
 
 

@@ -305,7 +305,8 @@ def replica_memory(m, fmt, kv_dtype: str, spec: HardwareSpec, tp: int = 1, pp: i
     free = cap - w - act - ovh
     per_tok_total = kv_bytes_per_token(m, kv_dtype)
     per_tok_gpu = per_tok_total / kv_split(m, tp) / pp
-    tokens = int(free // per_tok_gpu) if free > 0 else 0
+    # a pure state-space model caches nothing per token: its pool is bounded only by the 2^53 count limit
+    tokens = int(min(free // per_tok_gpu, 2 ** 53)) if free > 0 and per_tok_gpu > 0 else (2 ** 53 if free > 0 else 0)
     need = (w + act + ovh) / GB
     if free <= 0:
         verdict = (f"does not fit: needs {need:.1f} GB per device before any KV cache, of {cap / GB:.1f} GB "
