@@ -493,11 +493,15 @@ def _load_catalog(path: str) -> ModelArch:
 
 
 def load_model(id_or_path: str) -> ModelArch:
-    """A catalog id (`llama-2-7b`) or a path to a Hugging Face config.json."""
-    if id_or_path.endswith(".json") or os.sep in id_or_path:
+    """A catalog id (`llama-2-7b`), a path to a Hugging Face config.json, a model folder (config.json with its
+    safetensors files or index: exact weight bytes) or a .gguf file (planner.model_files)."""
+    if id_or_path.endswith((".json", ".gguf")) or os.sep in id_or_path:
         p = Path(id_or_path)
-        if p.is_dir():
-            p = p / "config.json"
+        if not p.exists():
+            raise PlannerError(f"--model: file not found: {id_or_path}")
+        if p.is_dir() or p.suffix == ".gguf":
+            from .model_files import load_model_file
+            return load_model_file(p)
         if not p.exists():
             raise PlannerError(f"--model: file not found: {id_or_path}")
         return from_hf_config(read_json(p), name=p.parent.name if p.name == "config.json" else p.stem, where=str(p))
