@@ -306,6 +306,27 @@ class ModelArch(_Frozen):
         """Attention layers whose KV cache grows with the whole context (full, sparse top-k, full beside an SSM)."""
         return self.count_mixers("full", "sparse", "full+ssm")
 
+    @property
+    def attention_kind(self) -> str:
+        """MHA, GQA, MQA or MLA (SSM for a model without attention layers)."""
+        if not self.num_attention_layers:
+            return "SSM"
+        return "MLA" if self.mla else ("MHA" if self.num_kv_heads == self.num_attention_heads else
+                                       ("MQA" if self.num_kv_heads == 1 else "GQA"))
+
+    def layout_summary(self) -> str:
+        """'12 sliding(128) + 12 full, sinks' -- the per-layer mixers, for listings."""
+        names = {"full": "full", "sliding": f"sliding({self.sliding_window})",
+                 "chunked": f"chunked({self.attention_chunk_size})",
+                 "sparse": f"sparse-top{self.sparse.index_topk if self.sparse else ''}", "linear": "DeltaNet",
+                 "ssm": f"Mamba{self.ssm.version if self.ssm else ''}",
+                 "full+ssm": f"full+Mamba{self.ssm.version if self.ssm else ''}", "none": "MLP-only"}
+        counts: dict[str, int] = {}
+        for k in self.mixers:
+            counts[k] = counts.get(k, 0) + 1
+        parts = " + ".join(f"{n} {names[k]}" for k, n in counts.items())
+        return parts + (", sinks" if self.attention_sinks else "")
+
     # ------------------------------------------------------------ derived shapes
     @property
     def q_dim(self) -> int:

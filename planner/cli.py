@@ -136,10 +136,9 @@ def cmd_models(args) -> int:
         for i in list_model_ids():
             m = load_model(i)
             kind = "MoE" if m.moe else "dense"
-            attn = "MLA" if m.mla else ("MHA" if m.num_kv_heads == m.num_attention_heads else
-                                         ("MQA" if m.num_kv_heads == 1 else "GQA"))
             rows.append({"id": i, "params_b": f"{m.total_params / 1e9:.2f}", "active_b": f"{m.active_params / 1e9:.2f}",
-                         "type": kind, "attention": attn + (" +SWA" if m.sliding_window else ""),
+                         "type": kind, "attention": m.attention_kind + (" +SWA" if m.sliding_window else ""),
+                         "layer_mixers": m.layout_summary(),
                          "layers": m.num_layers, "max_context": m.max_position_embeddings})
         print(json.dumps(rows, indent=2) if args.json else table(rows, list(rows[0])))
         return 0

@@ -6,6 +6,7 @@ import struct
 import subprocess
 import sys
 
+import gguf  # llama.cpp's GGUF package, a dependency of the project (pyproject.toml)
 import numpy as np
 import pytest
 
@@ -13,7 +14,6 @@ from planner.architecture import load_model
 from planner.errors import PlannerError
 from planner.estimate import estimate
 
-gguf = pytest.importorskip("gguf")  # a package dependency (pyproject); importorskip only names it
 Q = gguf.GGMLQuantizationType
 
 H, L, I, V = 256, 2, 512, 256
