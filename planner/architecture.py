@@ -201,10 +201,11 @@ class ModelArch(_Frozen):
     vision_params: int = Field(0, ge=0, description="vision tower + projector: in memory, not in text decode")
     expert_weight_format: str | None = Field(None, description="format of the routed experts in the published "
                                              "checkpoint (gpt-oss: mxfp4); never stored wider than this")
-    published_params_b: float | None = Field(None, description="published total parameter count, billions")
-    published_active_params_b: float | None = None
-    published_non_embedding_params_b: float | None = Field(None, description="published count without the "
-                                                           "embedding (and untied LM head), billions")
+    published_params_b: float | None = Field(None, gt=0, allow_inf_nan=False,
+                                             description="published total parameter count, billions")
+    published_active_params_b: float | None = Field(None, gt=0, allow_inf_nan=False)
+    published_non_embedding_params_b: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="published count without the embedding (and untied LM head), billions")
     source: str | None = None
     weights_file: object | None = Field(None, description="exact tensor bytes read from a GGUF/safetensors file",
                                         exclude=True)
