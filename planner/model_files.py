@@ -90,8 +90,10 @@ def resolve_weights(m, weights) -> WeightFormat:
     wf = getattr(m, "weights_file", None)
     if weights is None or (isinstance(weights, str) and weights.lower() in ("auto", "file")):
         return wf.weight_format() if wf is not None else weight_format("fp16")
-    fmt = weight_format(weights)
-    return fmt
+    if not isinstance(weights, str):
+        raise PlannerError(f"--weights: must be a format name, got {type(weights).__name__}; allowed: "
+                           + ", ".join(WEIGHT_FORMATS))
+    return weight_format(weights)
 
 
 def _summary(path, kind, sizes: list[tuple[str, str, int, int]], format_name, formats) -> WeightsFile:

@@ -203,3 +203,25 @@ def test_prefill_flops_per_layer_kind_are_finite_and_positive():
         # at least 2 x active parameters x tokens (the weight GEMMs), minus the LM head on prompt positions
         assert float(t["flops"]) > 2 * (m.active_params - m.embedding_params() - m.vision_params
                                         - m.vocab_size * m.hidden_size) * 2 * 3000 * 0.99, name
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-20b", "llama-4-scout", "qwen3-next-80b-a3b", "nemotron-h-8b",
+                                  "mamba-codestral-7b", "deepseek-v3.2", "falcon-h1-7b", "jamba-v0.1"])
+def test_serving_step_model_equals_the_core_on_every_layer_kind(name):
+    # the simulator's tables (planner.serving.step_model) time the new layer kinds exactly as the core does:
+    # windowed / chunked / top-k groups, and the linear-attention and SSM scans per sequence
+    from planner.efficiency import resolve_efficiency
+    from planner.hardware import load_hardware
+    from planner.latency import decode_step_time_s, prefill_time_s
+    from planner.roofline import device_model, select_unit
+    from planner.serving import StepModel
+
+    m, spec, fmt = load_model(name), load_hardware("h200-sxm"), weight_format("fp8")
+    u = select_unit(spec, fmt)
+    dev = device_model(spec, u, fmt, resolve_efficiency(spec, u, "auto"))
+    sm = StepModel.build(m, fmt, "fp16", dev, max_tokens=2048)
+    for p in (1, 300, 2048):
+        assert sm.prefill_time([p]) == pytest.approx(float(prefill_time_s(m, fmt, "fp16", dev, 1, p)), rel=1e-9)
+    for b, c in ((1, 10), (8, 1000), (64, 20000)):
+        assert sm.decode_time(b, b * c) == pytest.approx(float(decode_step_time_s(m, fmt, "fp16", dev, b, c)),
+                                                         rel=1e-9)
