@@ -18,7 +18,7 @@ import numpy as np
 
 from .architecture import ModelArch
 from .errors import PlannerError
-from .ops import kv_bytes_per_sequence, kv_bytes_per_token, weight_bytes
+from .ops import kv_bytes_per_sequence, kv_bytes_per_token, state_bytes_per_sequence, weight_bytes
 from .quantization import WeightFormat, activation_bytes
 
 ENGINES = ("none", "vllm", "trtllm", "sglang", "llamacpp")
@@ -144,8 +144,14 @@ def engine_kv(engine: str, m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch
         prof = float(activation_bytes_peak(m, fmt, 1, VLLM_MAX_NUM_BATCHED_TOKENS, 0, flash_attention)) / tp
         pool = capacity_bytes * util - W - prof - overhead_bytes
         block_bytes = VLLM_BLOCK_SIZE * per_tok
-        blocks = max(0, int(pool // block_bytes))
-        conc = blocks / math.ceil(ctx / VLLM_BLOCK_SIZE)
+        state = state_bytes_per_sequence(m) / kv_ways  # linear-attention / SSM layers: a constant per sequence
+        if state == 0:
+            blocks = max(0, int(pool // block_bytes))
+            conc = blocks / math.ceil(ctx / VLLM_BLOCK_SIZE)
+        else:  # hybrid or pure state-space model: blocks for the attention layers plus each sequence's state
+            seq_bytes = math.ceil(ctx / VLLM_BLOCK_SIZE) * block_bytes + state
+            conc = max(pool, 0.0) / seq_bytes
+            blocks = max(0, int(conc * math.ceil(ctx / VLLM_BLOCK_SIZE))) if block_bytes > 0 else None
         return EngineKV(engine, max(pool, 0.0), conc, blocks, pool > 0 and conc >= batch,
                         f"gpu_memory_utilization={util}, block_size={VLLM_BLOCK_SIZE}, "
                         f"profile with max_num_batched_tokens={VLLM_MAX_NUM_BATCHED_TOKENS}")

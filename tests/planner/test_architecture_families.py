@@ -225,3 +225,17 @@ def test_serving_step_model_equals_the_core_on_every_layer_kind(name):
     for b, c in ((1, 10), (8, 1000), (64, 20000)):
         assert sm.decode_time(b, b * c) == pytest.approx(float(decode_step_time_s(m, fmt, "fp16", dev, b, c)),
                                                          rel=1e-9)
+
+
+def test_vllm_pool_charges_each_sequence_its_state():
+    # vLLM's hybrid allocator: attention KV in 16-token blocks plus one state per sequence. Nemotron-H-8B at
+    # 4,224 tokens: 264 blocks x 16 x 16,384 B (4 attention layers) + 24 Mamba states of 2,158,592 B
+    from planner.memory import engine_kv
+
+    m = load_model("nemotron-h-8b")
+    cap, ovh = 80e9, 1e9
+    ek = engine_kv("vllm", m, BF16, "fp16", 8, 4096, 128, cap, ovh)
+    per_seq = 264 * 16 * 16_384 + 24 * 2_158_592
+    assert ek.max_concurrency == pytest.approx(ek.kv_pool_bytes / per_seq)
+    pure = engine_kv("vllm", load_model("mamba-codestral-7b"), BF16, "fp16", 8, 4096, 128, cap, ovh)
+    assert pure.max_concurrency == pytest.approx(pure.kv_pool_bytes / (64 * 2_158_592))  # no per-token KV at all
