@@ -44,7 +44,7 @@ def activation_bytes_peak(m: ModelArch, fmt: WeightFormat, batch, prompt, past=0
         i_eff = m.intermediate_size
     mlp = B * S * (2 * h + 3 * i_eff) * a
     attn = B * S * (2 * h + m.q_dim + 2 * m.kv_dim + m.attn_out_dim) * a
-    if not flash_attention:
+    if not flash_attention and m.num_attention_layers:  # a pure state-space model has no score matrix
         attn = attn + 2 * B * m.num_attention_heads * S * (S + P) * a
     return np.maximum(mlp, attn) + B * m.vocab_size * 4.0
 
