@@ -239,3 +239,24 @@ def test_vllm_pool_charges_each_sequence_its_state():
     assert ek.max_concurrency == pytest.approx(ek.kv_pool_bytes / per_seq)
     pure = engine_kv("vllm", load_model("mamba-codestral-7b"), BF16, "fp16", 8, 4096, 128, cap, ovh)
     assert pure.max_concurrency == pytest.approx(pure.kv_pool_bytes / (64 * 2_158_592))  # no per-token KV at all
+
+
+@pytest.mark.parametrize("name, published_b, convention, tol_b", [
+    # tolerance: the rounding of the printed figure (2 significant figures: +-0.5B) + 1%
+    ("llama-4-scout", 17, "all", 0.5 + 0.17), ("llama-4-maverick", 17, "all", 0.5 + 0.17),
+    ("jamba-v0.1", 12, "all", 0.5 + 0.12), ("qwen3-235b-a22b", 22, "all", 0.5 + 0.22),
+    ("deepseek-r1", 37, "no_embedding", 0.5 + 0.37), ("deepseek-v3.2", 37, "no_embedding", 0.5 + 0.37),
+    # GLM and Qwen3-Next print their activated count without the embedding and the LM head (matmul-free lookup
+    # and the vocabulary projection): GLM-4.5 33.63B - 2 x 0.78B = 32.08B
+    ("glm-4.5", 32, "no_embedding_no_head", 0.5 + 0.32), ("glm-4.5-air", 12, "no_embedding_no_head", 0.5 + 0.12),
+    ("qwen3-next-80b-a3b", 3, "no_embedding_no_head", 0.5 + 0.03), ("glm-4.7-flash", 3, "no_embedding_no_head",
+                                                                    0.5 + 0.03),
+])
+def test_published_active_parameters(name, published_b, convention, tol_b):
+    m = load_model(name)
+    active = m.active_params
+    if convention != "all":
+        active -= m.embedding_params()
+    if convention == "no_embedding_no_head":
+        active -= m.vocab_size * m.hidden_size
+    assert abs(active / 1e9 - published_b) <= tol_b
