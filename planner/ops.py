@@ -124,6 +124,8 @@ def weights_source(m: ModelArch, fmt: WeightFormat) -> str:
     if wf is not None and wf.matches(fmt):
         return f"exact: {wf.describe()}"
     why = f" (the file holds {wf.format_name}, not {fmt.name})" if wf is not None else ""
+    if m.expert_weight_format and expert_bytes_per_weight(m, fmt) < fmt.bytes_per_weight:
+        why += f"; routed experts {m.expert_weight_format} as published"
     return f"formula: parameters x {fmt.name} bits per weight{why}"
 
 
