@@ -153,6 +153,14 @@ def _qwen3(f, raw):
     return {"qk_norm": True}
 
 
+def _qwen2_moe(f, raw):
+    return {**_qwen_moe(f, raw), "attention_bias": True}
+
+
+def _qwen3_moe(f, raw):
+    return {**_qwen_moe(f, raw), "qk_norm": True}
+
+
 def _mixtral(f, raw):
     from .architecture import MoESpec
     return {"moe": MoESpec(num_experts=_need(f, "num_local_experts"), experts_per_token=_need(f, "num_experts_per_tok"),
@@ -348,8 +356,8 @@ _GPTJ = {"n_embd": "hidden_size", "n_head": "num_attention_heads", "n_layer": "n
 _MAMBA = {"num_heads": "ssm_num_heads", "head_dim": "ssm_head_dim"}
 FAMILIES: dict[str, tuple[Callable, dict, dict]] = {
     "llama": (_dense, {}, {}), "mistral": (_dense, {}, {}), "mixtral": (_mixtral, {}, {}),
-    "qwen2": (_qwen2, {}, {}), "qwen2_moe": (_qwen_moe, {}, {}), "qwen3": (_qwen3, {}, {}),
-    "qwen3_moe": (_qwen_moe, {}, {}), "qwen3_next": (_qwen3_next, {}, {}),
+    "qwen2": (_qwen2, {}, {}), "qwen2_moe": (_qwen2_moe, {}, {}), "qwen3": (_qwen3, {}, {}),
+    "qwen3_moe": (_qwen3_moe, {}, {}), "qwen3_next": (_qwen3_next, {}, {}),
     "gemma": (_gemma, {}, {"tie_word_embeddings": True}), "gemma2": (_gemma2, {}, {"tie_word_embeddings": True}),
     "gemma3": (_gemma3, {}, {"tie_word_embeddings": True}), "gemma3_text": (_gemma3, {}, {"tie_word_embeddings": True}),
     "phi3": (_dense, {}, {}), "deepseek_v2": (_deepseek, {}, {}), "deepseek_v3": (_deepseek, {}, {}),

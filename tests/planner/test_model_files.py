@@ -168,3 +168,29 @@ def test_bad_safetensors_header_is_one_line(tmp_path, blob, needle):
     with pytest.raises(PlannerError) as ei:
         load_model(str(tmp_path))
     assert needle in str(ei.value) and "\n" not in str(ei.value)
+
+
+def test_gguf_moe_experts_are_read_and_grouped(tmp_path):
+    """A 1-layer Qwen3-MoE GGUF: 4 experts (top-2) of width 256 stored as one Q4_K tensor per projection."""
+    p = tmp_path / "tiny-moe.gguf"
+    w = gguf.GGUFWriter(str(p), "qwen3moe")
+    for add, v in (("context_length", 4096), ("embedding_length", H), ("block_count", 1), ("feed_forward_length", 768),
+                   ("attention.head_count", 4), ("attention.head_count_kv", 2), ("expert_count", 4), ("expert_used_count", 2),
+                   ("expert_feed_forward_length", 256), ("vocab_size", V)):
+        w.add_uint32(f"qwen3moe.{add}", v)
+    w.add_uint32("qwen3moe.attention.key_length", 64)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
+    w.add_tensor("token_embd.weight", np.zeros((V, H), dtype=np.float16))
+    block, size = gguf.GGML_QUANT_SIZES[Q.Q4_K]
+    for name in ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"):  # [experts, rows, cols / 256 blocks]
+        w.add_tensor(f"blk.0.{name}.weight", np.zeros((4, 256, H // block * size), dtype=np.uint8), raw_dtype=Q.Q4_K)
+    w.add_tensor("output.weight", np.zeros((V, H), dtype=np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    m = load_model(str(p))
+    assert (m.moe.num_experts, m.moe.experts_per_token, m.moe.expert_intermediate_size, m.qk_norm) == (4, 2, 256, True)
+    g = m.weights_file.bytes_by_group
+    assert g["routed_experts"] == 3 * 4 * 256 * H * 144 / 256  # Q4_K: 144 bytes per 256 weights
+    assert g["embedding"] == g["lm_head"] == V * H * 2
