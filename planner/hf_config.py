@@ -121,10 +121,14 @@ class HFFields(BaseModel):
         return self.head_dim or self.hidden_size // self.num_attention_heads
 
 
-def _schema_error(where: str, exc: ValidationError) -> PlannerError:
-    """'<where>: <field>: <msg>' on one line; the input value is never echoed beyond 40 characters."""
+def _schema_error(where: str, exc: ValidationError, names: dict | None = None) -> PlannerError:
+    """'<where>: <field>: <msg>' on one line, the field named as the config.json spells it (names: schema name ->
+    config name for family aliases); the input value is not echoed."""
     e = exc.errors()[0]
-    loc = ".".join(str(x) for x in e.get("loc", ())) or "(config)"
+    loc = [str(x) for x in e.get("loc", ())]
+    if loc and names and loc[0] in names:
+        loc[0] = names[loc[0]]
+    loc = ".".join(loc) or "(config)"
     msg = e.get("msg", "invalid").removeprefix("Value error, ")
     more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
     return PlannerError(f"{where}: {loc}: {msg}{more}")
@@ -501,6 +505,10 @@ def from_hf_config(cfg: Any, name: str = "custom", where: str = "config.json"):
     if mtype == "falcon":
         data["num_key_value_heads"] = (cfg.get("num_kv_heads") if cfg.get("new_decoder_architecture") is True
                                        else (1 if cfg.get("multi_query") is True else None))
+    if mtype == "falcon_h1" and data.get("ssm_head_dim") == "auto":  # Falcon-H1: head dim = d_ssm / heads
+        d_ssm, nh = data.get("ssm_d_inner"), data.get("ssm_num_heads")
+        if isinstance(d_ssm, int) and isinstance(nh, int) and nh > 0 and d_ssm % nh == 0:
+            data["ssm_head_dim"] = d_ssm // nh
     if mtype in ("mamba2", "nemotron_h", "falcon_h1", "jamba"):
         data.setdefault("num_attention_heads", data.get("ssm_num_heads") or 1)
     data = {k: v for k, v in data.items() if v is not None}
@@ -511,7 +519,7 @@ def from_hf_config(cfg: Any, name: str = "custom", where: str = "config.json"):
     try:
         f = HFFields.model_validate(data)
     except ValidationError as exc:
-        raise _schema_error(where, exc) from None
+        raise _schema_error(where, exc, {dst: src for src, dst in aliases.items() if src in cfg}) from None
     try:
         fam = builder(f, cfg)
     except PlannerError as exc:

@@ -100,3 +100,14 @@ def test_fuzz_config_is_a_model_or_one_clean_error(mtype, changes):
     fmt = weight_format("bf16")
     for v in (m.total_params, weight_bytes(m, fmt), float(kv_bytes_per_sequence(m, "fp16", 4096))):
         assert math.isfinite(v) and v >= 0
+
+
+def test_family_alias_errors_name_the_config_field_and_auto_head_dim():
+    # Falcon-H1 spells the SSM head dim mamba_d_head; "auto" means d_ssm / heads (3072 / 24 = 128), junk is refused
+    import pathlib
+
+    cfg = json.loads((pathlib.Path(__file__).resolve().parents[1] / "data/configs/falcon-h1-7b.json").read_text())
+    assert from_hf_config({**cfg, "mamba_d_head": "auto"}).ssm.head_dim == 128
+    with pytest.raises(PlannerError) as ei:
+        from_hf_config({**cfg, "mamba_d_head": "x"}, where="config.json")
+    assert str(ei.value) == "config.json: mamba_d_head: Input should be a valid integer"
