@@ -51,6 +51,13 @@ def test_published_parameter_count_within_1pct(name):
 # ---------------------------------------------------------------- Gemma 3
 
 
+@pytest.mark.parametrize("name, safetensors_total", [
+    ("gemma-3-4b", 4_300_079_472), ("gemma-3-12b", 12_187_325_040), ("gemma-3-27b", 27_432_406_640)])
+def test_gemma3_exact_safetensors_totals(name, safetensors_total):
+    # text model + SigLIP tower + projector, counted from config.json: equal to the HF safetensors totals
+    assert from_file(name).total_params == safetensors_total
+
+
 def test_gemma3_text_config_local_global_and_vision_tower():
     m = from_file("gemma-3-27b")
     # 62 layers, 5 of every 6 local with a 1,024-token window: 62 - 62 // 6 = 52 local, 10 global
