@@ -517,7 +517,8 @@ def _load_catalog(path: str) -> ModelArch:
 def load_model(id_or_path: str) -> ModelArch:
     """A catalog id (`llama-2-7b`), a path to a Hugging Face config.json, a model folder (config.json with its
     safetensors files or index: exact weight bytes) or a .gguf file (planner.model_files)."""
-    if id_or_path.endswith((".json", ".gguf")) or os.sep in id_or_path:
+    if id_or_path.endswith((".json", ".gguf")) or os.sep in id_or_path or (
+            id_or_path not in catalog_paths() and Path(id_or_path).is_dir()):
         p = Path(id_or_path)
         if not p.exists():
             raise PlannerError(f"--model: file not found: {id_or_path}")
