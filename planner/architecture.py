@@ -12,6 +12,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .catalog_index import folder_index, parsed
@@ -34,6 +35,7 @@ class MoESpec(_Frozen):
     first_dense_layers: int = Field(0, ge=0, description="leading layers with a dense MLP (DeepSeek first_k_dense)")
     dense_layer_interval: int = Field(1, ge=1, description="every n-th layer is MoE (1 = all after the dense ones)")
     shared_expert_gate: bool = False
+    router_bias: bool = False
 
     @model_validator(mode="after")
     def _k_le_e(self):
@@ -52,13 +54,125 @@ class MLASpec(_Frozen):
     v_head_dim: int = Field(gt=0)
 
 
+class SparseAttnSpec(_Frozen):
+    """DeepSeek Sparse Attention (DeepSeek-V3.2): a lightning indexer scores every cached key with index_n_heads
+    heads of index_head_dim (its own key cache: index_head_dim values per token), and the main attention reads only
+    the top index_topk keys per query."""
+
+    index_topk: int = Field(gt=0)
+    index_n_heads: int = Field(gt=0)
+    index_head_dim: int = Field(gt=0)
+
+
+class LinearAttnSpec(_Frozen):
+    """Gated DeltaNet linear attention (Qwen3-Next; arXiv:2412.06464): a per-sequence recurrent state of
+    num_value_heads x key_head_dim x value_head_dim plus a causal-conv state of (conv_kernel - 1) x conv_dim."""
+
+    num_key_heads: int = Field(gt=0)
+    num_value_heads: int = Field(gt=0)
+    key_head_dim: int = Field(gt=0)
+    value_head_dim: int = Field(gt=0)
+    conv_kernel: int = Field(4, gt=0)
+    chunk_size: int = Field(64, gt=0, description="chunked (WY) prefill block")
+
+    @property
+    def key_dim(self) -> int:
+        return self.num_key_heads * self.key_head_dim
+
+    @property
+    def value_dim(self) -> int:
+        return self.num_value_heads * self.value_head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        return 2 * self.key_dim + self.value_dim
+
+    def params(self, h: int) -> int:
+        """in_proj_qkvz h x (2 key_dim + 2 value_dim), in_proj_ba h x 2 nv, depthwise conv conv_dim x kernel,
+        dt_bias + A_log (nv each), gated RMSNorm (value_head_dim), out_proj value_dim x h."""
+        nv = self.num_value_heads
+        return (h * (2 * self.key_dim + 2 * self.value_dim) + h * 2 * nv + self.conv_dim * self.conv_kernel
+                + 2 * nv + self.value_head_dim + self.value_dim * h)
+
+    def state_elements(self) -> int:
+        return self.num_value_heads * self.key_head_dim * self.value_head_dim + (self.conv_kernel - 1) * self.conv_dim
+
+    def scan_flops_per_token(self, chunk: int) -> float:
+        """Delta-rule update and read-out per token: ~6 dk dv per value head recurrently (decode: chunk 1); the
+        chunked prefill adds the intra-chunk products 2 Q (dk + dv) per head (arXiv:2412.06464, section 3)."""
+        intra = 2 * np.maximum(np.asarray(chunk, dtype=np.float64) - 1, 0) * (self.key_head_dim + self.value_head_dim)
+        return self.num_value_heads * (6 * self.key_head_dim * self.value_head_dim + intra)
+
+
+class SSMSpec(_Frozen):
+    """Mamba selective state-space mixer. version 2 (Mamba-2 / SSD, arXiv:2405.21060): num_heads heads of head_dim,
+    state_size per group, n_groups B/C groups; version 1 (Mamba, arXiv:2312.00752; Jamba): d_inner channels of
+    state_size each, dt_rank. State per sequence: d_inner x state_size + (conv_kernel - 1) x conv_dim."""
+
+    version: int = Field(2, ge=1, le=2)
+    d_inner: int = Field(gt=0)
+    state_size: int = Field(gt=0)
+    num_heads: int = Field(1, gt=0)
+    head_dim: int = Field(1, gt=0)
+    n_groups: int = Field(1, gt=0)
+    conv_kernel: int = Field(4, gt=0)
+    dt_rank: int = Field(0, ge=0)
+    conv_bias: bool = True
+    proj_bias: bool = False
+    gated_norm: bool = True
+    inner_norms: bool = False  # Jamba: RMSNorms on dt, B and C
+    chunk_size: int = Field(256, gt=0)
+
+    @property
+    def conv_dim(self) -> int:
+        return self.d_inner + 2 * self.n_groups * self.state_size if self.version == 2 else self.d_inner
+
+    def params(self, h: int) -> int:
+        di, N = self.d_inner, self.state_size
+        if self.version == 2:
+            inp = h * (di + self.conv_dim + self.num_heads) + (di + self.conv_dim + self.num_heads if self.proj_bias else 0)
+            conv = self.conv_dim * self.conv_kernel + (self.conv_dim if self.conv_bias else 0)
+            out = di * h + (h if self.proj_bias else 0)
+            return inp + conv + 3 * self.num_heads + (di if self.gated_norm else 0) + out
+        r = self.dt_rank
+        inp = h * 2 * di + (2 * di if self.proj_bias else 0)
+        conv = di * self.conv_kernel + (di if self.conv_bias else 0)
+        x_proj = di * (r + 2 * N)
+        dt_proj = r * di + di
+        norms = (r + 2 * N) if self.inner_norms else 0
+        return inp + conv + x_proj + dt_proj + di * N + di + norms + di * h + (h if self.proj_bias else 0)
+
+    def state_elements(self) -> int:
+        return self.d_inner * self.state_size + (self.conv_kernel - 1) * self.conv_dim
+
+    def scan_flops_per_token(self, chunk: int) -> float:
+        """State update h = a h + B x and read-out y = C h: 6 d_inner N per token recurrently (decode: chunk 1);
+        the SSD chunked prefill adds the intra-chunk attention-like products 2 Q (N + head_dim) per head
+        (arXiv:2405.21060, section 6)."""
+        rec = 6.0 * self.d_inner * self.state_size
+        if self.version == 1:  # Mamba-1's selective scan is recurrent in prefill too
+            return rec + 0.0 * np.asarray(chunk, dtype=np.float64)
+        intra = 2 * np.maximum(np.asarray(chunk, dtype=np.float64) - 1, 0) * (self.state_size + self.head_dim)
+        return rec + self.num_heads * intra
+
+
+MIXERS = ("full", "sliding", "chunked", "sparse", "linear", "ssm", "full+ssm", "none")
+ATTENTION_MIXERS = ("full", "sliding", "chunked", "sparse", "full+ssm")
+MLPS = ("dense", "moe", "none")
+
+
 class ModelArch(_Frozen):
-    """A decoder-only transformer. Sizes are element counts; nothing here depends on the number format."""
+    """A decoder-only model. Sizes are element counts; nothing here depends on the number format.
+
+    Every layer has a mixer (layer_types: full, sliding-window, chunked-local or sparse top-k attention, gated
+    DeltaNet linear attention, an SSM, an SSM beside full attention (Falcon-H1), or none) and an MLP (mlp_types:
+    dense, MoE or none). Left unset, they follow the older fields: sliding_window / sliding_window_pattern and
+    the MoE spec's first_dense_layers / dense_layer_interval."""
 
     name: str
     family: str = "llama"
     hidden_size: int = Field(gt=0)
-    num_layers: int = Field(gt=0)
+    num_layers: int = Field(gt=0, le=1000)
     num_attention_heads: int = Field(gt=0)
     num_kv_heads: int = Field(gt=0)
     head_dim: int = Field(gt=0)
@@ -71,21 +185,149 @@ class ModelArch(_Frozen):
     o_proj_bias: bool = False
     mlp_bias: bool = False
     qk_norm: bool = False
+    attn_output_gate: bool = Field(False, description="q projection also emits a sigmoid output gate (Qwen3-Next)")
+    attention_sinks: bool = Field(False, description="one learned sink logit per head and layer (gpt-oss)")
     sliding_window: int | None = Field(None, gt=0)
     sliding_window_pattern: int = Field(1, ge=1, description="n: n-1 of every n layers are local (Gemma-3: 6); 1 = all")
     sliding_window_first_local: bool = Field(True, description="Gemma-2 alternates local/global starting local")
+    attention_chunk_size: int | None = Field(None, gt=0, description="chunked local attention (Llama 4)")
+    layer_types: tuple[str, ...] | None = None
+    mlp_types: tuple[str, ...] | None = None
+    norms_per_layer: int | None = Field(None, ge=0, description="hidden-sized norms per layer (default 2, Gemma 4)")
     moe: MoESpec | None = None
     mla: MLASpec | None = None
-    published_params_b: float | None = Field(None, description="published total parameter count, billions")
-    published_active_params_b: float | None = None
+    sparse: SparseAttnSpec | None = None
+    linear_attn: LinearAttnSpec | None = None
+    ssm: SSMSpec | None = None
+    vision_params: int = Field(0, ge=0, description="vision tower + projector: in memory, not in text decode")
+    expert_weight_format: str | None = Field(None, description="format of the routed experts in the published "
+                                             "checkpoint (gpt-oss: mxfp4); never stored wider than this")
+    published_params_b: float | None = Field(None, gt=0, allow_inf_nan=False,
+                                             description="published total parameter count, billions")
+    published_active_params_b: float | None = Field(None, gt=0, allow_inf_nan=False)
+    published_non_embedding_params_b: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="published count without the embedding (and untied LM head), billions")
     source: str | None = None
+    weights_file: object | None = Field(None, description="exact tensor bytes read from a GGUF/safetensors file",
+                                        exclude=True)
 
     @model_validator(mode="after")
     def _heads(self):
         if self.num_attention_heads % self.num_kv_heads:
             raise ValueError(
                 f"num_attention_heads ({self.num_attention_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
+        for fld, allowed in (("layer_types", MIXERS), ("mlp_types", MLPS)):
+            v = getattr(self, fld)
+            if v is None:
+                continue
+            if len(v) != self.num_layers:
+                raise ValueError(f"{fld} has {len(v)} entries for {self.num_layers} layers")
+            bad = sorted(set(v) - set(allowed))
+            if bad:
+                raise ValueError(f"{fld}: unknown {bad}; allowed: {', '.join(allowed)}")
+        mix = self.mixers
+        need = (("sliding", self.sliding_window, "sliding_window"), ("chunked", self.attention_chunk_size,
+                "attention_chunk_size"), ("sparse", self.sparse, "sparse"), ("linear", self.linear_attn, "linear_attn"))
+        for kind, val, fld in need:
+            if kind in mix and val is None:
+                raise ValueError(f"{kind} layers need {fld}")
+        if any("ssm" in k for k in mix) and self.ssm is None:
+            raise ValueError("ssm layers need ssm")
+        if "moe" in self.mlps and self.moe is None:
+            raise ValueError("moe layers need moe")
+        if self.sliding_window and self.attention_chunk_size and "sliding" in mix and "chunked" in mix:
+            raise ValueError("a model has either sliding-window or chunked local layers, not both")
         return self
+
+    # ------------------------------------------------------------ per-layer layout
+    @property
+    def mixers(self) -> tuple[str, ...]:
+        """Mixer of every layer."""
+        if self.layer_types is not None:
+            return self.layer_types
+        L = self.num_layers
+        if self.sliding_window is None:
+            return ("full",) * L
+        n = self.sliding_window_pattern
+        if n == 1:
+            return ("sliding",) * L
+        if n == 2:
+            first = 0 if self.sliding_window_first_local else 1
+            return tuple("sliding" if i % 2 == first else "full" for i in range(L))
+        return tuple("full" if (i + 1) % n == 0 else "sliding" for i in range(L))
+
+    @property
+    def mlps(self) -> tuple[str, ...]:
+        """MLP of every layer: MoE after first_dense_layers, every dense_layer_interval-th layer."""
+        if self.mlp_types is not None:
+            return self.mlp_types
+        if not self.moe:
+            return ("dense",) * self.num_layers
+        f, n = self.moe.first_dense_layers, self.moe.dense_layer_interval
+        return tuple("moe" if i >= f and (i - f + 1) % n == 0 else "dense" for i in range(self.num_layers))
+
+    def count_mixers(self, *kinds: str) -> int:
+        return sum(1 for k in self.mixers if k in kinds)
+
+    @property
+    def num_attention_layers(self) -> int:
+        """Layers that keep a KV cache."""
+        return self.count_mixers(*ATTENTION_MIXERS)
+
+    @property
+    def num_state_layers(self) -> int:
+        """Layers that keep a constant per-sequence state (linear attention, SSM)."""
+        return self.count_mixers("linear", "ssm", "full+ssm")
+
+    @property
+    def local_window(self) -> int | None:
+        """Keys a local layer keeps: the sliding window, or the chunk of chunked attention."""
+        return self.sliding_window if "sliding" in self.mixers else self.attention_chunk_size
+
+    @property
+    def attention_window(self) -> int | None:
+        """Keys a query reads on the windowed layer group: the local window, or the sparse top-k
+        (the serving step model times this group with it)."""
+        return self.local_window if self.num_local_layers else (self.sparse.index_topk if self.sparse else None)
+
+    @property
+    def num_moe_layers(self) -> int:
+        return sum(1 for k in self.mlps if k == "moe")
+
+    @property
+    def num_dense_layers(self) -> int:
+        return sum(1 for k in self.mlps if k == "dense")
+
+    @property
+    def num_local_layers(self) -> int:
+        """Layers with sliding-window or chunked local attention."""
+        return self.count_mixers("sliding", "chunked")
+
+    @property
+    def num_global_layers(self) -> int:
+        """Attention layers whose KV cache grows with the whole context (full, sparse top-k, full beside an SSM)."""
+        return self.count_mixers("full", "sparse", "full+ssm")
+
+    @property
+    def attention_kind(self) -> str:
+        """MHA, GQA, MQA or MLA (SSM for a model without attention layers)."""
+        if not self.num_attention_layers:
+            return "SSM"
+        return "MLA" if self.mla else ("MHA" if self.num_kv_heads == self.num_attention_heads else
+                                       ("MQA" if self.num_kv_heads == 1 else "GQA"))
+
+    def layout_summary(self) -> str:
+        """'12 sliding(128) + 12 full, sinks' -- the per-layer mixers, for listings."""
+        names = {"full": "full", "sliding": f"sliding({self.sliding_window})",
+                 "chunked": f"chunked({self.attention_chunk_size})",
+                 "sparse": f"sparse-top{self.sparse.index_topk if self.sparse else ''}", "linear": "DeltaNet",
+                 "ssm": f"Mamba{self.ssm.version if self.ssm else ''}",
+                 "full+ssm": f"full+Mamba{self.ssm.version if self.ssm else ''}", "none": "MLP-only"}
+        counts: dict[str, int] = {}
+        for k in self.mixers:
+            counts[k] = counts.get(k, 0) + 1
+        parts = " + ".join(f"{n} {names[k]}" for k, n in counts.items())
+        return parts + (", sinks" if self.attention_sinks else "")
 
     # ------------------------------------------------------------ derived shapes
     @property
@@ -93,7 +335,7 @@ class ModelArch(_Frozen):
         """Width of the query projection output."""
         if self.mla:
             return self.num_attention_heads * (self.mla.qk_nope_head_dim + self.mla.qk_rope_head_dim)
-        return self.num_attention_heads * self.head_dim
+        return self.num_attention_heads * self.head_dim * (2 if self.attn_output_gate else 1)
 
     @property
     def kv_dim(self) -> int:
@@ -105,38 +347,25 @@ class ModelArch(_Frozen):
         return self.num_attention_heads * (self.mla.v_head_dim if self.mla else self.head_dim)
 
     @property
-    def num_moe_layers(self) -> int:
-        if not self.moe:
-            return 0
-        tail = self.num_layers - self.moe.first_dense_layers
-        return sum(1 for i in range(tail) if (i + 1) % self.moe.dense_layer_interval == 0)
-
-    @property
-    def num_dense_layers(self) -> int:
-        return self.num_layers - self.num_moe_layers
-
-    @property
-    def num_local_layers(self) -> int:
-        """Layers with sliding-window attention."""
-        if self.sliding_window is None:
-            return 0
-        n = self.sliding_window_pattern
-        if n == 1:
-            return self.num_layers
-        if n == 2:
-            return (self.num_layers + (1 if self.sliding_window_first_local else 0)) // 2
-        return self.num_layers - self.num_layers // n
-
-    @property
-    def num_global_layers(self) -> int:
-        return self.num_layers - self.num_local_layers
-
-    @property
     def kv_elements_per_token_per_layer(self) -> int:
-        """Elements cached per token per layer: 2 x kv_heads x head_dim, or MLA's kv_lora_rank + rope dim."""
+        """Elements cached per token per attention layer: 2 x kv_heads x head_dim, or MLA's kv_lora_rank + rope
+        dim; sparse attention adds the indexer's key (index_head_dim)."""
         if self.mla:
-            return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
-        return 2 * self.num_kv_heads * self.head_dim
+            e = self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
+        else:
+            e = 2 * self.num_kv_heads * self.head_dim
+        return e + (self.sparse.index_head_dim if self.sparse else 0)
+
+    @property
+    def state_elements_per_sequence(self) -> int:
+        """Constant state per sequence over all linear-attention and SSM layers (no growth with context)."""
+        n = 0
+        for k in self.mixers:
+            if k == "linear":
+                n += self.linear_attn.state_elements()
+            elif k in ("ssm", "full+ssm"):
+                n += self.ssm.state_elements()
+        return n
 
     # ------------------------------------------------------------ parameter counts
     def attention_params(self) -> int:
@@ -151,14 +380,37 @@ class ModelArch(_Frozen):
             kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank  # down (+ rope k), norm
             kv += m.kv_lora_rank * H * (m.qk_nope_head_dim + m.v_head_dim)  # up to K_nope and V
             o = H * m.v_head_dim * h
-            return q + kv + o
-        p = h * self.q_dim + 2 * h * self.kv_dim + self.attn_out_dim * h
-        if self.attention_bias:
-            p += self.q_dim + 2 * self.kv_dim
-        if self.o_proj_bias:
-            p += h
-        if self.qk_norm:
-            p += 2 * self.head_dim
+            p = q + kv + o
+        else:
+            p = h * self.q_dim + 2 * h * self.kv_dim + self.attn_out_dim * h
+            if self.attention_bias:
+                p += self.q_dim + 2 * self.kv_dim
+            if self.o_proj_bias:
+                p += h
+            if self.qk_norm:
+                p += 2 * self.head_dim
+        if self.attention_sinks:
+            p += self.num_attention_heads
+        return p
+
+    def indexer_params(self) -> int:
+        """DeepSeek-V3.2 lightning indexer: wq_b (q_lora -> n_heads x d), wk (h -> d), k LayerNorm (2d),
+        weights_proj (h -> n_heads)."""
+        if not self.sparse:
+            return 0
+        s, h = self.sparse, self.hidden_size
+        q_in = self.mla.q_lora_rank if self.mla and self.mla.q_lora_rank else h
+        return q_in * s.index_n_heads * s.index_head_dim + h * s.index_head_dim + 2 * s.index_head_dim + h * s.index_n_heads
+
+    def mixer_params(self, kind: str) -> int:
+        """Parameters of one layer's mixer."""
+        p = 0
+        if kind in ATTENTION_MIXERS:
+            p += self.attention_params() + (self.indexer_params() if kind == "sparse" else 0)
+        if kind == "linear":
+            p += self.linear_attn.params(self.hidden_size)
+        if kind in ("ssm", "full+ssm"):
+            p += self.ssm.params(self.hidden_size)
         return p
 
     def mlp_params(self, intermediate: int) -> int:
@@ -178,9 +430,13 @@ class ModelArch(_Frozen):
         return self.moe.num_shared_experts * self.mlp_params(size) + (self.hidden_size if self.moe.shared_expert_gate else 0)
 
     def router_params(self) -> int:
-        return self.hidden_size * self.moe.num_experts if self.moe else 0
+        if not self.moe:
+            return 0
+        return self.hidden_size * self.moe.num_experts + (self.moe.num_experts if self.moe.router_bias else 0)
 
     def norm_params_per_layer(self) -> int:
+        if self.norms_per_layer is not None:
+            return self.norms_per_layer * self.hidden_size
         n = 2 * self.hidden_size
         if self.family.startswith("gemma2") or self.family.startswith("gemma3"):
             n = 4 * self.hidden_size  # pre- and post- norms around attention and MLP
@@ -194,22 +450,29 @@ class ModelArch(_Frozen):
         return 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
 
     def param_breakdown(self) -> dict[str, int]:
-        """Parameters by group; the parts sum to `total`. Active counts experts_per_token routed experts."""
-        L = self.num_layers
-        dense_mlp = self.num_dense_layers * self.mlp_params(self.intermediate_size)
+        """Parameters by group; the parts sum to `total`. Active counts experts_per_token routed experts and
+        leaves out the vision tower (not run in text decode)."""
+        mix = self.mixers
+        attn = sum(self.mixer_params(k) for k in mix if k in ATTENTION_MIXERS) - sum(
+            self.ssm.params(self.hidden_size) for k in mix if k == "full+ssm")
+        state = sum(self.mixer_params(k) for k in mix if k in ("linear", "ssm")) + sum(
+            self.ssm.params(self.hidden_size) for k in mix if k == "full+ssm")
+        nm = self.num_moe_layers
         b = {
             "embedding": self.embedding_params(),
-            "attention": L * self.attention_params(),
-            "dense_mlp": dense_mlp,
-            "routed_experts": self.num_moe_layers * self.moe.num_experts * self.expert_params() if self.moe else 0,
-            "shared_experts": self.num_moe_layers * self.shared_expert_params(),
-            "router": self.num_moe_layers * self.router_params(),
-            "norms": L * self.norm_params_per_layer() + self.hidden_size,
+            "attention": attn,
+            "state_mixers": state,
+            "dense_mlp": self.num_dense_layers * self.mlp_params(self.intermediate_size),
+            "routed_experts": nm * self.moe.num_experts * self.expert_params() if self.moe else 0,
+            "shared_experts": nm * self.shared_expert_params(),
+            "router": nm * self.router_params(),
+            "norms": self.num_layers * self.norm_params_per_layer() + self.hidden_size,
             "lm_head": self.lm_head_params(),
+            "vision": self.vision_params,
         }
         b["total"] = sum(b.values())
-        active_routed = self.num_moe_layers * self.moe.experts_per_token * self.expert_params() if self.moe else 0
-        b["active"] = b["total"] - b["routed_experts"] + active_routed
+        active_routed = nm * self.moe.experts_per_token * self.expert_params() if self.moe else 0
+        b["active"] = b["total"] - b["routed_experts"] + active_routed - b["vision"]
         return b
 
     @property
@@ -223,122 +486,11 @@ class ModelArch(_Frozen):
 
 # ---------------------------------------------------------------- Hugging Face config.json import
 
-_SUPPORTED = {
-    "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "MixtralForCausalLM": "mixtral",
-    "Qwen2ForCausalLM": "qwen2", "Qwen2MoeForCausalLM": "qwen2_moe", "Qwen3ForCausalLM": "qwen3",
-    "Qwen3MoeForCausalLM": "qwen3_moe", "Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3_text",
-    "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3", "DeepseekV2ForCausalLM": "deepseek_v2",
-    "DeepseekV3ForCausalLM": "deepseek_v3", "GemmaForCausalLM": "gemma",
-    "GPTJForCausalLM": "gptj", "FalconForCausalLM": "falcon",
-}
-# plain (non-gated) GELU MLP of width n_inner / ffn_hidden_size, 4 x hidden when unset (GPT-J, Falcon configs)
-_PLAIN_MLP = ("gptj", "falcon")
-_MODEL_TYPES = set(_SUPPORTED.values()) | {"gemma3_text"}
 
-
-def _need(cfg: dict, key: str, where: str, *alts: str):
-    for k in (key, *alts):
-        if k in cfg and cfg[k] is not None:
-            return cfg[k]
-    raise PlannerError(f"{where}: missing required field '{key}'")
-
-
-def from_hf_config(cfg: dict, name: str = "custom", where: str = "config.json") -> ModelArch:
-    """Build a ModelArch from a Hugging Face config.json dict (Llama, Mistral, Mixtral, Qwen2/2-MoE/3/3-MoE,
-    Gemma 2/3, Phi-3, DeepSeek-V2/V3). An unsupported architecture is an error naming what is missing."""
-    if "text_config" in cfg and isinstance(cfg["text_config"], dict):  # Gemma 3 multimodal wrapper
-        inner = dict(cfg["text_config"])
-        inner.setdefault("model_type", "gemma3_text")
-        cfg = inner
-    mtype = cfg.get("model_type")
-    archs = cfg.get("architectures") or []
-    if mtype not in _MODEL_TYPES:
-        arch = next((a for a in archs if a in _SUPPORTED), None)
-        if arch is None:
-            raise PlannerError(
-                f"{where}: unsupported architecture (model_type={mtype!r}, architectures={archs}); supported model_type: "
-                + ", ".join(sorted(_MODEL_TYPES)))
-        mtype = _SUPPORTED[arch]
-    h = int(_need(cfg, "hidden_size", where, "n_embd", "d_model"))
-    heads = int(_need(cfg, "num_attention_heads", where, "n_head"))
-    if mtype in _PLAIN_MLP:
-        cfg = {"intermediate_size": cfg.get("n_inner") or cfg.get("ffn_hidden_size") or 4 * h,
-               "max_position_embeddings": cfg.get("n_positions") or 2048,
-               "num_key_value_heads": (cfg.get("num_kv_heads") if cfg.get("new_decoder_architecture")
-                                       else (1 if cfg.get("multi_query") else None)),
-               "mlp_bias": mtype == "gptj", **cfg}
-    kv_heads = int(cfg.get("num_key_value_heads") or heads)
-    kw: dict = dict(
-        name=name, family=mtype, hidden_size=h,
-        num_layers=int(_need(cfg, "num_hidden_layers", where, "n_layer")),
-        num_attention_heads=heads, num_kv_heads=kv_heads,
-        head_dim=int(cfg.get("head_dim") or h // heads),
-        intermediate_size=int(_need(cfg, "intermediate_size", where)),
-        vocab_size=int(_need(cfg, "vocab_size", where)),
-        max_position_embeddings=int(_need(cfg, "max_position_embeddings", where)),
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", mtype.startswith("gemma"))),
-        mlp_gated=mtype not in _PLAIN_MLP,
-    )
-    if mtype in ("qwen2", "qwen2_moe"):
-        kw["attention_bias"] = True
-    if mtype in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text"):
-        kw["qk_norm"] = True
-    if cfg.get("attention_bias"):
-        kw["attention_bias"] = True
-        if mtype == "llama":
-            kw["o_proj_bias"] = True
-    if cfg.get("mlp_bias"):
-        kw["mlp_bias"] = True
-    sw = cfg.get("sliding_window")
-    use_sw = cfg.get("use_sliding_window", True)
-    if sw and use_sw:
-        kw["sliding_window"] = int(sw)
-        if mtype == "gemma2":
-            kw["sliding_window_pattern"] = 2
-        elif mtype in ("gemma3", "gemma3_text"):
-            kw["sliding_window_pattern"] = int(cfg.get("sliding_window_pattern", 6))
-        elif mtype in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
-            # Qwen applies the window only above max_window_layers; treat as full attention unless all layers use it
-            if int(cfg.get("max_window_layers", kw["num_layers"])) >= kw["num_layers"]:
-                kw.pop("sliding_window")
-    if mtype in ("mixtral",):
-        kw["moe"] = MoESpec(num_experts=int(_need(cfg, "num_local_experts", where)),
-                            experts_per_token=int(_need(cfg, "num_experts_per_tok", where)),
-                            expert_intermediate_size=kw["intermediate_size"])
-    elif mtype in ("qwen2_moe", "qwen3_moe"):
-        shared = int(cfg.get("shared_expert_intermediate_size") or 0)
-        kw["moe"] = MoESpec(
-            num_experts=int(_need(cfg, "num_experts", where)),
-            experts_per_token=int(_need(cfg, "num_experts_per_tok", where)),
-            expert_intermediate_size=int(_need(cfg, "moe_intermediate_size", where)),
-            num_shared_experts=1 if shared else 0, shared_expert_intermediate_size=shared,
-            shared_expert_gate=bool(shared),
-            dense_layer_interval=int(cfg.get("decoder_sparse_step", 1)),
-        )
-        if cfg.get("mlp_only_layers"):
-            raise PlannerError(f"{where}: mlp_only_layers is not supported")
-    elif mtype in ("deepseek_v2", "deepseek_v3"):
-        kw["moe"] = MoESpec(
-            num_experts=int(_need(cfg, "n_routed_experts", where)),
-            experts_per_token=int(_need(cfg, "num_experts_per_tok", where)),
-            expert_intermediate_size=int(_need(cfg, "moe_intermediate_size", where)),
-            num_shared_experts=int(cfg.get("n_shared_experts") or 0),
-            first_dense_layers=int(cfg.get("first_k_dense_replace") or 0),
-            dense_layer_interval=int(cfg.get("moe_layer_freq") or 1),
-        )
-        kw["mla"] = MLASpec(
-            kv_lora_rank=int(_need(cfg, "kv_lora_rank", where)), q_lora_rank=cfg.get("q_lora_rank"),
-            qk_rope_head_dim=int(_need(cfg, "qk_rope_head_dim", where)),
-            qk_nope_head_dim=int(_need(cfg, "qk_nope_head_dim", where)),
-            v_head_dim=int(_need(cfg, "v_head_dim", where)))
-        kw["head_dim"] = kw["mla"].qk_nope_head_dim + kw["mla"].qk_rope_head_dim
-    for k in ("published_params_b", "published_active_params_b", "source"):
-        if k in cfg:
-            kw[k] = cfg[k]
-    try:
-        return ModelArch(**kw)
-    except ValidationError as exc:
-        raise pydantic_one_line(where, exc) from None
+def from_hf_config(cfg: dict, name: str = "custom", where: str = "config.json") -> "ModelArch":
+    """ModelArch from a Hugging Face config.json dict (schema and family table in planner/hf_config.py)."""
+    from .hf_config import from_hf_config as _import
+    return _import(cfg, name=name, where=where)
 
 
 # ---------------------------------------------------------------- catalog
@@ -361,16 +513,22 @@ def _parse_catalog(path: str) -> ModelArch:
     hf = data.get("hf_config")
     if not isinstance(hf, dict):
         raise PlannerError(f"{path}: catalog entry needs an 'hf_config' mapping")
-    extra = {k: data[k] for k in ("published_params_b", "published_active_params_b", "source") if k in data}
+    extra = {k: data[k] for k in ("published_params_b", "published_active_params_b",
+                                  "published_non_embedding_params_b", "source") if k in data}
     return from_hf_config({**hf, **extra}, name=Path(path).stem, where=path)
 
 
 def load_model(id_or_path: str) -> ModelArch:
-    """A catalog id (`llama-2-7b`) or a path to a Hugging Face config.json."""
-    if id_or_path.endswith(".json") or os.sep in id_or_path:
+    """A catalog id (`llama-2-7b`), a path to a Hugging Face config.json, a model folder (config.json with its
+    safetensors files or index: exact weight bytes) or a .gguf file (planner.model_files)."""
+    if id_or_path.endswith((".json", ".gguf")) or os.sep in id_or_path or (
+            id_or_path not in catalog_paths() and Path(id_or_path).is_dir()):
         p = Path(id_or_path)
-        if p.is_dir():
-            p = p / "config.json"
+        if not p.exists():
+            raise PlannerError(f"--model: file not found: {id_or_path}")
+        if p.is_dir() or p.suffix == ".gguf":
+            from .model_files import load_model_file
+            return load_model_file(p)
         if not p.exists():
             raise PlannerError(f"--model: file not found: {id_or_path}")
         return from_hf_config(read_json(p), name=p.parent.name if p.name == "config.json" else p.stem, where=str(p))

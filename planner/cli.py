@@ -52,10 +52,12 @@ def str_list(text: str) -> list[str]:
 
 
 def add_workload_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", "-m", required=True, help="catalog id (planner models list) or path to a HF config.json")
+    p.add_argument("--model", "-m", required=True, help="catalog id (planner models list), a HF config.json, a "
+                   "model folder (config.json + safetensors) or a .gguf file")
     p.add_argument("--hardware", "-H", required=True,
                    help="catalog id (planner hardware list) or path to a spec YAML; several, comma-separated, compare")
-    p.add_argument("--weights", "-w", default="fp16", help="weight format (fp16, bf16, fp8, int8, int4-g128, q4_0, ...)")
+    p.add_argument("--weights", "-w", default=None, help="weight format (fp16, bf16, fp8, int8, int4-g128, q4_0, ...); "
+                   "default: the model file's own (exact bytes), else fp16")
     p.add_argument("--kv-dtype", default="fp16", help="KV-cache dtype: fp16, bf16, fp8, int8, int4")
     p.add_argument("--batch", "-b", type=positive_int, default=1, help="concurrent sequences")
     p.add_argument("--prompt", "-p", type=positive_int, default=512, help="prompt tokens per sequence")
@@ -174,10 +176,9 @@ def cmd_models(args) -> int:
         for i in list_model_ids():
             m = load_model(i)
             kind = "MoE" if m.moe else "dense"
-            attn = "MLA" if m.mla else ("MHA" if m.num_kv_heads == m.num_attention_heads else
-                                         ("MQA" if m.num_kv_heads == 1 else "GQA"))
             rows.append({"id": i, "params_b": f"{m.total_params / 1e9:.2f}", "active_b": f"{m.active_params / 1e9:.2f}",
-                         "type": kind, "attention": attn + (" +SWA" if m.sliding_window else ""),
+                         "type": kind, "attention": m.attention_kind + (" +SWA" if m.sliding_window else ""),
+                         "layer_mixers": m.layout_summary(),
                          "layers": m.num_layers, "max_context": m.max_position_embeddings})
         print(json.dumps(rows, indent=2) if args.json else table(rows, list(rows[0])))
         return 0

@@ -16,8 +16,9 @@ from .errors import PlannerError
 from .hardware import Efficiency, HardwareSpec, load_hardware
 from .latency import decode_step_time_s, decode_sum_s
 from .memory import DEFAULT_SETTINGS, EngineSettings, max_batch, max_context, plan_memory
-from .ops import decode_ops, kv_bytes_per_sequence, kv_bytes_per_token, kv_bytes_per_token_per_layer, prefill_ops, totals
-from .quantization import WeightFormat, kv_dtype as norm_kv_dtype, weight_format
+from .ops import (decode_ops, kv_bytes_per_sequence, kv_bytes_per_token, kv_bytes_per_token_per_layer, prefill_ops, totals,
+                  weights_source)
+from .quantization import WeightFormat, kv_dtype as norm_kv_dtype
 from .roofline import DeviceModel, OpTime, device_model, select_unit, step_bound, step_time_s, time_ops
 from .units import GB
 
@@ -171,6 +172,7 @@ class Estimate(_Out):
     hardware: str
     hardware_name: str
     weights: str
+    weights_source: str = "formula"
     kv_dtype: str
     batch: int
     prompt: int
@@ -214,7 +216,7 @@ def _check_workload(batch: int, prompt: int, output: int):
             raise PlannerError(f"--{name}: must be an integer >= {lo}, got {v!r}")
 
 
-def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str = "fp16", kv_dtype: str = "fp16",
+def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str | None = None, kv_dtype: str = "fp16",
              batch: int = 1, prompt: int = 512, output: int = 128, unit: str | None = None,
              efficiency: str | Efficiency = "auto", engine: str = "none", flash_attention: bool = True,
              runtime=None, tp: int = 1, engine_settings: EngineSettings | None = None) -> Estimate:
@@ -238,7 +240,8 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         raise PlannerError(f"--tp: must be an integer >= 1, got {tp!r}")
     m = model if isinstance(model, ModelArch) else load_model(model)
     spec = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
-    fmt: WeightFormat = weight_format(weights)
+    from .model_files import resolve_weights
+    fmt: WeightFormat = resolve_weights(m, weights)  # None: the model file's own format, else fp16
     kvd = norm_kv_dtype(kv_dtype)
     prof = None
     if runtime is not None:
@@ -393,7 +396,8 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
                    + (pc.fit.interval_source if pc.fit else "no fit record"))
     b = m.param_breakdown()
     return Estimate(
-        model=m.name, hardware=spec.id, hardware_name=spec.name, weights=fmt.name, kv_dtype=kvd, batch=batch,
+        model=m.name, hardware=spec.id, hardware_name=spec.name, weights=fmt.name,
+        weights_source=weights_source(m, fmt), kv_dtype=kvd, batch=batch,
         prompt=prompt, output=output, flash_attention=flash_attention, tp=tp, params_b=b["total"] / 1e9,
         active_params_b=b["active"] / 1e9, memory=memory, kv_cache=kv, prefill=prefill, decode=decode,
         end_to_end=e2e_r, roofline=roof,

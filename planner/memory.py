@@ -26,7 +26,7 @@ import numpy as np
 
 from .architecture import ModelArch
 from .errors import PlannerError
-from .ops import kv_bytes_per_token_per_layer, weight_bytes
+from .ops import kv_bytes_per_token_per_layer, state_bytes_per_sequence, weight_bytes
 from .quantization import WeightFormat, activation_bytes
 
 ENGINES = ("none", "vllm", "trtllm", "sglang", "llamacpp")
@@ -103,7 +103,7 @@ def forward_bytes_peak(m: ModelArch, fmt: WeightFormat, tokens, context, past=0,
     h = m.hidden_size
     mlp = T * (2 * h + 3 * _i_eff(m) / tp) * a
     attn = T * (2 * h + (m.q_dim + 2 * m.kv_dim + m.attn_out_dim) / tp) * a
-    if not flash_attention:
+    if not flash_attention and m.num_attention_layers:  # a pure state-space model has no score matrix
         attn = attn + 2 * (m.num_attention_heads / tp) * T * (S + P) * a
     return mx(mlp, attn)
 
@@ -164,7 +164,7 @@ def window_capped(engine: str, m: ModelArch, vllm_version: str = "v1") -> bool:
     (LLAMACPP_SWA_FAMILIES); vLLM: V1's hybrid KV-cache manager frees blocks outside the window, V0 keeps every layer's
     blocks for the whole context; TensorRT-LLM: cyclic KV cache per attention window; SGLang: one full-length token
     pool (its SWA pool is opt-in)."""
-    if not m.sliding_window:
+    if not m.num_local_layers:
         return False
     if engine == "llamacpp":
         return m.family in LLAMACPP_SWA_FAMILIES
@@ -174,14 +174,17 @@ def window_capped(engine: str, m: ModelArch, vllm_version: str = "v1") -> bool:
 
 
 def kv_seq_bytes(m: ModelArch, kv_dtype: str, context, capped: bool = True):
-    """Cache bytes of one sequence of `context` tokens (whole model); local layers keep at most W tokens if capped."""
+    """Cache bytes of one sequence of `context` tokens (whole model): global attention layers keep every token,
+    local layers (sliding window or chunked) at most W tokens if capped, linear-attention / SSM layers a constant
+    state (planner.ops.state_bytes_per_sequence)."""
     scalar = _scalar(context)
     c = float(context) if scalar else np.asarray(context, dtype=np.float64)
     per = kv_bytes_per_token_per_layer(m, kv_dtype)
-    if m.sliding_window and capped:
+    state = state_bytes_per_sequence(m)
+    if m.num_local_layers and capped:
         mn = min if scalar else np.minimum
-        return per * (m.num_global_layers * c + m.num_local_layers * mn(c, m.sliding_window))
-    return per * m.num_layers * c
+        return per * (m.num_global_layers * c + m.num_local_layers * mn(c, m.local_window)) + state
+    return per * m.num_attention_layers * c + state
 
 
 # ---------------------------------------------------------------- the plain memory need (vectorized)
@@ -311,10 +314,10 @@ def vllm_profile_bytes(m: ModelArch, fmt: WeightFormat, s: EngineSettings, tp: i
 def _vllm_blocks_per_seq(m: ModelArch, context, block_size: int, capped: bool):
     """Layer-blocks one sequence holds: G*ceil(c/bs) + L*ceil(min(c, W)/bs) (L = 0 unless window-capped)."""
     c = np.asarray(context, dtype=np.float64)
-    if m.sliding_window and capped:
+    if m.num_local_layers and capped:
         return (m.num_global_layers * np.ceil(c / block_size)
-                + m.num_local_layers * np.ceil(np.minimum(c, m.sliding_window) / block_size))
-    return m.num_layers * np.ceil(c / block_size)
+                + m.num_local_layers * np.ceil(np.minimum(c, m.local_window) / block_size))
+    return m.num_attention_layers * np.ceil(c / block_size)
 
 
 def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prompt: int, output: int, spec,
@@ -358,15 +361,21 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
         layer_block = s.block_size * kv_bytes_per_token_per_layer(m, kv_dtype) / kv_ways
         pool = max(0.0, budget - W - prof - ovh)
         if capped:  # layer-blocks of the hybrid allocator, this stage's share of a sequence's
-            blocks = int(pool // layer_block)
+            block = layer_block
             per_seq_blocks = float(_vllm_blocks_per_seq(m, ctx, s.block_size, capped)) / pp
-            kv_need = batch * per_seq_blocks * layer_block
         else:  # whole-model blocks (what vLLM prints as '# GPU blocks'), this stage's layers
-            stage_block = layer_block * m.num_layers / pp
-            blocks = int(pool // stage_block)
+            block = layer_block * m.num_attention_layers / pp
             per_seq_blocks = math.ceil(ctx / s.block_size)
-            kv_need = batch * per_seq_blocks * stage_block
-        conc = blocks / per_seq_blocks
+        # linear-attention / SSM layers: one constant state per sequence beside its blocks (hybrid allocator)
+        state = state_bytes_per_sequence(m) / (kv_ways * pp)
+        seq_bytes = per_seq_blocks * block + state
+        conc = pool / seq_bytes if seq_bytes > 0 else math.inf
+        if state == 0:
+            blocks = int(pool // block)
+            conc = blocks / per_seq_blocks
+        else:  # the attention blocks left beside the states of as many sequences as the pool holds
+            blocks = int(conc * per_seq_blocks) if block > 0 else None
+        kv_need = batch * seq_bytes
         rule = (f"vLLM {s.vllm_version}: gpu_memory_utilization={util:g}, block_size={s.block_size}, profiling run "
                 f"{'max_num_batched_tokens' if s.vllm_version == 'v1' else 'max(max_model_len, 2048)'} tokens, "
                 f"{'torch peak only' if s.vllm_version == 'v0.2' else 'non-torch memory counted'}; "
@@ -472,8 +481,8 @@ def _breaks(m, s, engine, batch, prompt, output, vary, flash, tp) -> list[float]
     chunk = engine_chunk_tokens(engine, s)
     out = []
     if vary == "prompt":
-        if m.sliding_window:
-            out.append(m.sliding_window - output)
+        if m.num_local_layers:
+            out.append(m.local_window - output)
         if chunk:
             out += [chunk / batch, chunk]
         if not flash:
@@ -521,9 +530,9 @@ def max_context(m, fmt, kv_dtype, batch, output, spec, engine="none", settings=D
         if not window_capped(engine, m, s.vllm_version):
             ctx = per * bs
         else:  # layer-blocks: (G + L) ceil(c/bs) up to the window W, G ceil(c/bs) + L ceil(W/bs) above it
-            G, L, Wb = m.num_global_layers, m.num_local_layers, math.ceil(m.sliding_window / bs)
+            G, L, Wb = m.num_global_layers, m.num_local_layers, math.ceil(m.local_window / bs)
             ctx = (per // (G + L)) * bs
-            if ctx >= m.sliding_window:
+            if ctx >= m.local_window:
                 ctx = ((per - L * Wb) // G) * bs if G else MAX_SEARCH
         ctx = min(ctx, s.max_model_len or m.max_position_embeddings)  # vLLM refuses longer requests
         return max(0, int(ctx)) if ctx > output else 0

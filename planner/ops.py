@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .architecture import ModelArch
-from .quantization import WeightFormat, activation_bytes, kv_bytes_per_token_layer
+from .quantization import WeightFormat, activation_bytes, kv_bytes_per_element, kv_bytes_per_token_layer
 
 # compute classes: which peak an op runs at
 MATMUL = "matmul"        # weight GEMMs: the format's compute dtype
@@ -79,18 +79,38 @@ def causal_key_sum(past, new, window=None):
 
 # ---------------------------------------------------------------- weights
 
+# Linear-attention and SSM state per sequence is kept in 16-bit (vLLM's mamba_ssm_cache_dtype "auto" = the model
+# dtype, bf16 for every checkpoint in the catalog)
+STATE_BYTES_PER_ELEMENT = 2.0
+
+
+def expert_bytes_per_weight(m: ModelArch, fmt: WeightFormat) -> float:
+    """Routed-expert bytes per weight: the format's, but never wider than the published checkpoint's expert format
+    (gpt-oss ships its experts in MXFP4, 4.25 bits, and serving engines keep them so)."""
+    if m.expert_weight_format:
+        from .quantization import weight_format
+        return min(fmt.bytes_per_weight, weight_format(m.expert_weight_format).bytes_per_weight)
+    return fmt.bytes_per_weight
+
 
 def weight_bytes_by_group(m: ModelArch, fmt: WeightFormat) -> dict[str, float]:
-    """Bytes of every weight group at the format's bits; norms stay 16-bit. Sums to the weight memory."""
+    """Bytes of every weight group at the format's bits; norms, router and vision tower stay 16-bit. Sums to the
+    weight memory. A model read from a GGUF or safetensors file whose tensors are in this format returns the
+    file's exact bytes instead (planner.model_files)."""
+    wf = m.weights_file
+    if wf is not None and wf.matches(fmt):
+        return dict(wf.bytes_by_group)
     b = m.param_breakdown()
     bpw = fmt.bytes_per_weight
-    linear = b["attention"] + b["dense_mlp"] + b["routed_experts"] + b["shared_experts"]
+    linear = b["attention"] + b["state_mixers"] + b["dense_mlp"] + b["shared_experts"]
     return {
         "embedding": b["embedding"] * fmt.embedding_bits / 8,
         "linear": linear * bpw,
+        "routed_experts": b["routed_experts"] * expert_bytes_per_weight(m, fmt),
         "router": b["router"] * 2.0,
         "norms": b["norms"] * 2.0,
         "lm_head": b["lm_head"] * fmt.lm_head_bits / 8,
+        "vision": b["vision"] * (4.0 if fmt.name == "fp32" else 2.0),
     }
 
 
@@ -98,32 +118,59 @@ def weight_bytes(m: ModelArch, fmt: WeightFormat) -> float:
     return float(sum(weight_bytes_by_group(m, fmt).values()))
 
 
+def weights_source(m: ModelArch, fmt: WeightFormat) -> str:
+    """Where the weight bytes come from: the model file's exact tensor sizes, or parameters x bits."""
+    wf = m.weights_file
+    if wf is not None and wf.matches(fmt):
+        return f"exact: {wf.describe()}"
+    why = f" (the file holds {wf.format_name}, not {fmt.name})" if wf is not None else ""
+    if m.expert_weight_format and expert_bytes_per_weight(m, fmt) < fmt.bytes_per_weight:
+        why += f"; routed experts {m.expert_weight_format} as published"
+    return f"formula: parameters x {fmt.name} bits per weight{why}"
+
+
 # ---------------------------------------------------------------- KV cache
 
 
+def attn_kv_elements(m: ModelArch) -> int:
+    """Elements the main attention caches per token per layer (the sparse indexer's key excluded)."""
+    return m.kv_elements_per_token_per_layer - (m.sparse.index_head_dim if m.sparse else 0)
+
+
 def kv_bytes_per_token_per_layer(m: ModelArch, kv_dtype: str) -> float:
-    """2 x kv_heads x head_dim x bytes (MHA/GQA/MQA), or (kv_lora_rank + rope_dim) x bytes (MLA)."""
-    return kv_bytes_per_token_layer(m, kv_dtype)  # scales included (planner.quantization)
+    """2 x kv_heads x head_dim x bytes (MHA/GQA/MQA), or (kv_lora_rank + rope_dim) x bytes (MLA), scales included
+    (planner.quantization.kv_bytes_per_token_layer); sparse attention adds the indexer key (index_head_dim)."""
+    indexer = m.sparse.index_head_dim * kv_bytes_per_element(kv_dtype) if m.sparse else 0.0
+    return kv_bytes_per_token_layer(m, kv_dtype) + indexer
 
 
 def kv_bytes_per_token(m: ModelArch, kv_dtype: str) -> float:
-    """Bytes one token adds to the cache across all layers (before any sliding window caps it)."""
-    return m.num_layers * kv_bytes_per_token_per_layer(m, kv_dtype)
+    """Bytes one token adds to the cache across all attention layers (before any window caps it); linear-attention
+    and SSM layers add nothing per token."""
+    return m.num_attention_layers * kv_bytes_per_token_per_layer(m, kv_dtype)
+
+
+def state_bytes_per_sequence(m: ModelArch) -> float:
+    """Constant per-sequence state of the linear-attention and SSM layers."""
+    return m.state_elements_per_sequence * STATE_BYTES_PER_ELEMENT
 
 
 def kv_bytes_per_sequence(m: ModelArch, kv_dtype: str, context):
-    """Cache bytes for one sequence of `context` tokens; local (sliding-window) layers keep at most W tokens."""
+    """Cache bytes for one sequence of `context` tokens: global attention layers keep every token, local
+    (sliding-window or chunked) layers at most their window, linear-attention/SSM layers a constant state."""
     c = _f(context)
     per = kv_bytes_per_token_per_layer(m, kv_dtype)
-    local = m.num_local_layers * np.minimum(c, m.sliding_window) if m.sliding_window else 0.0
-    return per * (m.num_global_layers * c + local)
+    local = m.num_local_layers * np.minimum(c, m.local_window) if m.num_local_layers else 0.0
+    return per * (m.num_global_layers * c + local) + state_bytes_per_sequence(m)
 
 
 # ---------------------------------------------------------------- operators
 
 
 def _attention_ops(m: ModelArch, kv_dtype: str, a: float, stage: str, batch, new, past, flash: bool) -> list[OpCost]:
-    """QK^T, softmax and PV for one layer group (global and sliding-window layers separately)."""
+    """QK^T, softmax and PV for one layer group: layers attending to the whole context, and layers attending to at
+    most W keys (sliding window W; chunked local attention, costed as a window of one chunk, exact at the end of
+    each chunk and an upper bound inside it; sparse top-k attention, which reads the k selected keys)."""
     B, S, P = _f(batch), _f(new), _f(past)
     Hq = m.num_attention_heads
     if m.mla:
@@ -132,14 +179,17 @@ def _attention_ops(m: ModelArch, kv_dtype: str, a: float, stage: str, batch, new
         absorbed = stage == "decode"
         d_qk = m.mla.kv_lora_rank + m.mla.qk_rope_head_dim if absorbed else m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim
         d_v = m.mla.kv_lora_rank if absorbed else m.mla.v_head_dim
-        k_tok = kv_bytes_per_token_layer(m, kv_dtype)  # the latent holds both K and V
+        k_tok = kv_bytes_per_token_layer(m, kv_dtype)  # the latent holds both K and V (scales included)
         v_tok = 0.0
     else:
         d_qk = d_v = m.head_dim
         k_tok = v_tok = kv_bytes_per_token_layer(m, kv_dtype) / 2
-    groups = [("", m.num_global_layers, None)]
-    if m.sliding_window:
-        groups = [("", m.num_global_layers, None), ("_local", m.num_local_layers, m.sliding_window)]
+    full = m.count_mixers("full", "full+ssm")
+    groups = [("", full, None)]
+    if m.num_local_layers:
+        groups.append(("_local", m.num_local_layers, m.local_window))
+    elif m.sparse:
+        groups.append(("_local", m.count_mixers("sparse"), m.sparse.index_topk))
     ops = []
     for suffix, count, window in groups:
         if count == 0:
@@ -159,6 +209,42 @@ def _attention_ops(m: ModelArch, kv_dtype: str, a: float, stage: str, batch, new
         ops.append(OpCost(f"attn_softmax{suffix}", stage, count, 5 * pairs, 0.0, 2 * score_bytes, 0.0, 0.0, VECTOR))
         ops.append(OpCost(f"attn_values{suffix}", stage, count, 2 * pairs * d_v, 0.0,
                           o_bytes + fresh_kv_act / 2 + score_bytes, kv_read_v, 0.0, ATTENTION, kv_dtype))
+    if m.sparse:
+        # the lightning indexer scores every cached key (its own index_head_dim key cache) with index_n_heads heads
+        s, ns = m.sparse, m.count_mixers("sparse")
+        keys = causal_key_sum(P, S, None)
+        ik = s.index_head_dim * kv_bytes_per_element(kv_dtype)
+        ops.append(OpCost("attn_indexer", stage, ns, 2 * B * keys * s.index_n_heads * s.index_head_dim, 0.0,
+                          B * S * s.index_n_heads * (s.index_head_dim + 1) * a, B * P * ik, B * S * ik, ATTENTION,
+                          kv_dtype))
+    return ops
+
+
+def _state_ops(m: ModelArch, fmt: WeightFormat, stage: str, B, S, a: float) -> list[OpCost]:
+    """Linear-attention (gated DeltaNet) and SSM layers: their projections (weight GEMMs) and the scan.
+
+    The scan's cost is constant per token: recurrent in decode, chunked in prefill (chunk Q: the intra-chunk
+    products at full chunk size). Its state is read and written once per chunk boundary: 2 x state bytes per
+    sequence per decode step (a decode step is a chunk of one), 2 x state x S / Q per prefill of S tokens (the
+    chunked scans write every chunk's state). No term grows with the context. The scan is named attn_* so that
+    the serving step model times it per sequence, like attention."""
+    T = B * S
+    h, bpw = m.hidden_size, fmt.bytes_per_weight
+    ops = []
+    for name, spec, count in (("linear_attn", m.linear_attn, m.count_mixers("linear")),
+                              ("ssm", m.ssm, m.count_mixers("ssm", "full+ssm"))):
+        if not count:
+            continue
+        p = spec.params(h)
+        state = spec.state_elements() * STATE_BYTES_PER_ELEMENT
+        chunk = 1 if stage == "decode" else spec.chunk_size
+        chunks = B * S / chunk  # state reads/writes per step
+        inner = spec.value_dim if name == "linear_attn" else spec.d_inner
+        conv = spec.conv_dim
+        ops.append(OpCost(f"{name}_proj", stage, count, 2 * T * p, p * bpw, T * (2 * h + conv + 2 * inner) * a))
+        ops.append(OpCost(f"attn_{name}_scan", stage, count, T * spec.scan_flops_per_token(chunk), 0.0,
+                          T * (conv + 2 * inner) * a, chunks * state, chunks * state,
+                          VECTOR if stage == "decode" else MATMUL))
     return ops
 
 
@@ -178,25 +264,32 @@ def step_ops(m: ModelArch, fmt: WeightFormat, kv_dtype: str, stage: str, batch, 
         OpCost("norms", stage, L, 4.0 * T * h * (m.norm_params_per_layer() // h),
                m.norm_params_per_layer() * 2.0, (m.norm_params_per_layer() // h) * 2 * T * h * a, compute=VECTOR),
     ]
-    attn_p = m.attention_params()
-    o_p = m.attn_out_dim * h + (h if m.o_proj_bias else 0)
-    qkv_p = attn_p - o_p
-    ops.append(OpCost("qkv_proj", stage, L, 2 * T * qkv_p, qkv_p * bpw, T * (h + m.q_dim + 2 * m.kv_dim) * a))
-    ops += _attention_ops(m, kv_dtype, a, stage, B, S, past, flash_attention)
-    ops.append(OpCost("o_proj", stage, L, 2 * T * o_p, o_p * bpw, T * (m.attn_out_dim + h) * a))
+    La = m.num_attention_layers
+    if La:
+        attn_p = m.attention_params()
+        o_p = m.attn_out_dim * h + (h if m.o_proj_bias else 0)
+        qkv_p = attn_p - o_p
+        ops.append(OpCost("qkv_proj", stage, La, 2 * T * qkv_p, qkv_p * bpw, T * (h + m.q_dim + 2 * m.kv_dim) * a))
+        ops += _attention_ops(m, kv_dtype, a, stage, B, S, past, flash_attention)
+        ops.append(OpCost("o_proj", stage, La, 2 * T * o_p, o_p * bpw, T * (m.attn_out_dim + h) * a))
+        if m.sparse:
+            ip = m.indexer_params()
+            ops.append(OpCost("indexer_proj", stage, m.count_mixers("sparse"), 2 * T * ip, ip * bpw,
+                              T * (h + m.sparse.index_n_heads * (m.sparse.index_head_dim + 1)) * a))
+    ops += _state_ops(m, fmt, stage, B, S, a)
     if m.num_dense_layers:
         I = m.intermediate_size
         mp = m.mlp_params(I)
         ops.append(OpCost("mlp", stage, m.num_dense_layers, 2 * T * mp, mp * bpw,
                           T * (2 * h + (3 if m.mlp_gated else 2) * I) * a))
-    if m.moe:
+    if m.moe and m.num_moe_layers:
         E, k = m.moe.num_experts, m.moe.experts_per_token
         nm = m.num_moe_layers
         ep = m.expert_params()
         Ie = m.moe.expert_intermediate_size
         touched = expected_distinct_experts(E, k, T)
         ops.append(OpCost("moe_router", stage, nm, 2 * T * h * E, m.router_params() * 2.0, T * (h + E) * a))
-        ops.append(OpCost("moe_experts", stage, nm, 2 * T * k * ep, touched * ep * bpw,
+        ops.append(OpCost("moe_experts", stage, nm, 2 * T * k * ep, touched * ep * expert_bytes_per_weight(m, fmt),
                           T * k * (2 * h + 3 * Ie) * a))
         sp = m.shared_expert_params()
         if sp:

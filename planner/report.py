@@ -29,7 +29,7 @@ def estimate_text(e: Estimate) -> str:
         + ("" if e.flash_attention else ", no FlashAttention"),
         "",
         f"Memory: {m.verdict if m.fits else 'DOES NOT FIT -- ' + m.verdict.removeprefix('does not fit: ')}",
-        f"  weights      {m.weights_gb:10.2f} GB",
+        f"  weights      {m.weights_gb:10.2f} GB   ({e.weights_source})",
         f"  KV cache     {m.kv_cache_gb:10.2f} GB   ({kv.bytes_per_token:,.0f} B/token, {kv.gb_per_sequence:.3f} GB/sequence)",
         f"  activations  {m.activations_gb:10.2f} GB",
         f"  overhead     {m.overhead_gb:10.2f} GB",

@@ -264,8 +264,8 @@ def _attention_coefficients(m, fmt, kv_dtype, dev: DeviceModel, tp: int, flash: 
 
     Decode has one new token (keys = cached + 1 on global layers: the features are collinear and the least-squares
     fit takes the minimum-norm coefficients, which are exact on every point that satisfies the same relation)."""
-    windows = [None] if not m.sliding_window else [None, m.sliding_window]
-    W = m.sliding_window or 0
+    windows = [None] if not m.attention_window else [None, m.attention_window]
+    W = m.attention_window or 0
     pasts = np.array([0, 100, 0, 300, 5000, 70000, 2 * W + 5, W // 2 + 1, 0, W, W + 1, 3], dtype=np.float64)
     if stage == "decode":
         news = np.ones_like(pasts)
@@ -329,7 +329,8 @@ def replica_memory(m, fmt, kv_dtype: str, spec: HardwareSpec, tp: int = 1, pp: i
     per_tok_total = kv_bytes_per_token(m, kv_dtype)
     per_tok_gpu = per_tok_total / kv_split(m, tp) / pp
     free = mb.kv_pool_bytes
-    tokens = int(free // per_tok_gpu) if free > 0 else 0
+    # a pure state-space model caches nothing per token: its pool is bounded only by the 2^53 count limit
+    tokens = int(min(free // per_tok_gpu, 2 ** 53)) if free > 0 and per_tok_gpu > 0 else (2 ** 53 if free > 0 else 0)
     need = (mb.weights_bytes + mb.activations_bytes + mb.overhead_bytes) / GB
     if free <= 0:
         verdict = (f"does not fit: needs {need:.1f} GB per device before any KV cache, of {cap / GB:.1f} GB "
