@@ -314,8 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     except DoesNotFit as exc:  # a verdict, not an error
         print(str(exc))
         return 0
-    except PlannerError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except PlannerError as exc:  # one line, whatever a parser's message held
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0

@@ -91,7 +91,8 @@ def parse_yaml_text(text: str, where: str) -> dict:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""
-        raise PlannerError(f"malformed YAML in {where}{line}: {getattr(exc, 'problem', None) or exc}") from None
+        why = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        raise PlannerError(f"malformed YAML in {where}{line}: {why}") from None
     if not isinstance(data, dict):
         raise PlannerError(f"{where}: expected a mapping at the top level, got {type(data).__name__}")
     return data

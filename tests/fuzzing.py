@@ -217,7 +217,7 @@ def gen_argv(rng: random.Random, tmp: Path, command: str | None = None) -> list[
     return a
 
 
-_NAN_RE = re.compile(r"(?<![A-Za-z_])(nan|inf|-inf|infinity)(?![A-Za-z_])", re.I)
+_NAN_RE = re.compile(r"(?<![A-Za-z_])(nan|inf|-inf)(?![A-Za-z_])", re.I)  # "Infinity Fabric" is a name
 
 
 def _json_defects(obj, path="") -> str:
