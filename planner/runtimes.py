@@ -34,7 +34,9 @@ RUNTIMES_DIR = Path(os.environ.get("PLANNER_RUNTIMES_DIR", SPECS_DIR / "runtimes
 Regime = Literal["decode", "prefill", "throughput"]
 REGIMES: tuple[str, ...] = ("decode", "prefill", "throughput")
 _ALIASES = {"llama.cpp": "llamacpp", "llama-cpp": "llamacpp", "tensorrt-llm": "trtllm", "trt-llm": "trtllm",
-            "gptfast": "gpt-fast", "torch.compile": "gpt-fast"}
+            "gptfast": "gpt-fast", "torch.compile": "gpt-fast", "vllm-rocm": "vllm", "vllm-cuda": "vllm",
+            "turbomind": "lmdeploy", "lmdeploy-turbomind": "lmdeploy", "text-generation-inference": "tgi",
+            "hf": "hf-eager", "transformers": "hf-eager", "hf-transformers": "hf-eager", "exllama": "exllamav2"}
 
 
 class _Frozen(BaseModel):
@@ -59,6 +61,10 @@ class ClassFit(_Frozen):
     interval_source: str
     at_prior: list[str] = Field(default_factory=list, description=(
         "parameters the fit rows do not constrain (they stayed at the prior: the documented GPU defaults)"))
+    level: Literal["engine", "engine-other-hw", "family", "default"] = Field("engine", description=(
+        "whose rows the parameters come from: this engine on this class, this engine on other classes, the pooled "
+        "engine family, or a documented default (no measurement)"))
+    sources: list[str] = Field(default_factory=list, description="source ids of the rows fitted")
 
 
 class RuntimeClass(_Frozen):
