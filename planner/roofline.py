@@ -210,3 +210,17 @@ def step_bound(op_times: list[OpTime]):
     mem = sum(np.where(ot.compute_s > ot.memory_s, 0.0, ot.memory_s) for ot in op_times)
     ovh = sum(ot.overhead_s for ot in op_times)
     return np.where((ovh > comp) & (ovh > mem), "overhead", np.where(comp > mem, "compute", "memory"))
+
+
+def implied_shares(flops, n_bytes, time_s, peak_tflops: float, bandwidth_gbs: float) -> tuple[float, float]:
+    """(share of the datasheet compute peak, share of the datasheet bandwidth) that a predicted time implies:
+
+        compute share   = flops / time / (peak_tflops x 1e12)
+        bandwidth share = bytes / time / (bandwidth_gbs x 1e9)
+
+    e.g. Llama-2-7B fp16 decode at batch 1 reads ~13.5 GB per step; 50 ms per step on an A100 (2,039 GB/s) is
+    13.5e9 / 0.05 / 2.039e12 = 13% of bandwidth (the eager-PyTorch figure of issue 11). 0 when time is not > 0."""
+    t = float(time_s)
+    if not t > 0:
+        return 0.0, 0.0
+    return float(flops) / t / (peak_tflops * TERA), float(n_bytes) / t / (bandwidth_gbs * GB)

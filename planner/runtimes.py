@@ -181,3 +181,14 @@ def interval_regime(profile_class: RuntimeClass, stage: str, batch: int) -> Inte
         return iv.get("prefill")
     order = ("decode", "throughput") if batch == 1 else ("throughput", "decode")
     return next((iv[r] for r in order if r in iv), None)
+
+
+def runtime_for_engine(engine: str | None) -> str | None:
+    """The profile id for a KV-sizing `--engine` name when a profile exists (vllm, sglang, trtllm, llamacpp, ...),
+    else None: `estimate --engine X` without `--runtime` then uses X's efficiency and range, and its efficiency
+    source line names the profile."""
+    from .memory import ENGINES  # only the KV-sizing engines; any other --engine stays an error of its own
+    if not engine or engine == "none" or engine not in ENGINES:
+        return None
+    key = _ALIASES.get(engine.lower(), engine.lower())
+    return key if key in runtime_paths() else None

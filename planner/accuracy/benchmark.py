@@ -8,7 +8,8 @@
               engine          the same engine on the same hardware class ('<vendor>-<unit kind>')
               engine-other-hw the same engine on any hardware class (peaks and bandwidth stay the device's own)
               family          the pooled fit of the engine's family (serving engines: vLLM, SGLang, TGI, LMDeploy,
-                              TensorRT-LLM; local: llama.cpp-like, same fp16-accumulate setting) on that class
+                              TensorRT-LLM; local: llama.cpp, gpt-fast, ExLlamaV2, HF eager; every row keeps its
+                              engine's fp16-accumulate setting) on that class
               default         the documented kind defaults (hardware_specs/defaults/efficiency.yaml)
             Levels other than `engine` are extrapolation: their residuals make the (wider) ranges of unmeasured
             engines.
@@ -78,10 +79,23 @@ def _add_units(df):
     return df
 
 
-def _fit(df, d: Design, mask: np.ndarray, fp16_acc: bool) -> dict:
+# GEMM-library parameters: properties of the kernels on one hardware class (Metal vs cuBLAS vs rocBLAS), not of the
+# engine; when an engine's parameters come from another class they fall back to the prior (fit.PRIOR)
+COMPUTE_KEYS = ("compute_fraction", "compute_half_rows")
+
+
+def _fit(df, d: Design, mask: np.ndarray, fp16_acc: bool, cls: str | None = None) -> dict:
+    """Parameters fitted on the masked rows (each row keeps its engine's fp16-accumulate setting); the result
+    carries fp16_acc, the setting of the engine it is for. With cls set and the rows from other classes only, the
+    compute parameters are reset to the prior (COMPUTE_KEYS)."""
+    from .fit import PRIOR
+
     sub = d.subset(mask)
     formats = sorted({f for f in sub.fmt if f in WEIGHT_FORMATS_SET})
-    params, _ = fit_design(sub, formats, fp16_acc)
+    params, _ = fit_design(sub, formats, df.loc[mask, "fp16_acc"].to_numpy(dtype=np.float64))
+    params["fp16_accumulate"] = bool(fp16_acc)
+    if cls is not None and not (df.loc[mask, "hw_class"] == cls).any():
+        params.update({k: PRIOR[k] for k in COMPUTE_KEYS})
     return params
 
 
@@ -109,10 +123,10 @@ def _default_times(df, d: Design, mask: np.ndarray) -> np.ndarray:
 
 def _chain(df, fit_ok: np.ndarray, rt: str, cls: str):
     """Candidate fit masks for engine rt on class cls, best first (module docstring)."""
-    fam, acc = ENGINES[rt][2], ENGINES[rt][3]
+    fam = ENGINES[rt][2]
     is_rt = (df["runtime"] == rt).to_numpy()
     is_cls = (df["hw_class"] == cls).to_numpy()
-    is_fam = ((df["family"] == fam) & (df["fp16_acc"] == acc)).to_numpy()
+    is_fam = (df["family"] == fam).to_numpy()
     return [("engine", fit_ok & is_rt & is_cls), ("engine-other-hw", fit_ok & is_rt),
             ("family", fit_ok & is_fam & is_cls)]
 
@@ -131,7 +145,7 @@ def loso_predict(df, d: Design):
             rows[g.index] = True
             for lvl, m in _chain(df, fit_ok & ~in_s, rt, cls):
                 if m.sum() >= MIN_FIT_ROWS:
-                    params = _fit(df, d, m, ENGINES[rt][3])
+                    params = _fit(df, d, m, ENGINES[rt][3], cls)
                     t[rows] = predict_with(d.subset(rows), params)
                     level[rows] = lvl
                     used[(src, rt, cls)] = (lvl, params)
@@ -202,12 +216,12 @@ def production_fits(df, d: Design) -> dict:
             continue
         for cls in classes:
             has_rows = ((df["runtime"] == rt) & (df["hw_class"] == cls)).any()
-            if not has_rows and not (ENGINES[rt][2] == "serving" and cls in ("nvidia-gpu", "amd-gpu")
-                                     and not (df["runtime"] == rt).any()):
+            # serving engines get a profile on every datacenter GPU class (the pooled family where unmeasured)
+            if not has_rows and not (ENGINES[rt][2] == "serving" and cls in ("nvidia-gpu", "amd-gpu")):
                 continue
             for lvl, m in _chain(df, fit_ok, rt, cls):
                 if m.sum() >= MIN_FIT_ROWS:
-                    out[(rt, cls)] = (lvl, _fit(df, d, m, ENGINES[rt][3]), m)
+                    out[(rt, cls)] = (lvl, _fit(df, d, m, ENGINES[rt][3], cls), m)
                     break
     return out
 

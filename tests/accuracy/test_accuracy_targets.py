@@ -95,3 +95,33 @@ def test_hf_eager_profile_approaches_the_articles_batch_1_step():
     from planner.estimate import estimate
     e = estimate("llama-2-7b", "a100-80gb-sxm", "fp16", batch=1, prompt=512, output=128, runtime="hf-eager")
     assert e.decode.latency_ms_per_token == pytest.approx(50.0, rel=0.15)
+
+
+def test_explain_reports_the_implied_share_of_peak(capsys):
+    """`estimate --explain`: bandwidth share = decode bytes per step / step time / datasheet bandwidth. For the
+    issue's eager Llama-7B on an A100 at batch 1: 13.49 GB / ~47 ms / 2,039 GB/s = ~14%, inside the article's
+    10-17%. Prefill compute share = prefill FLOPs / prefill time / 312 TFLOP/s."""
+    import json
+
+    from planner.cli import main
+    assert main(["estimate", "-m", "llama-2-7b", "-H", "a100-80gb-sxm", "--runtime", "hf-eager", "--explain",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    d, p, x = out["decode"], out["prefill"], out["explain"]
+    bw = d["bytes_per_step"] / (d["latency_ms_per_token"] / 1e3) / 2039e9
+    assert x["decode"]["bandwidth_share"] == pytest.approx(bw, rel=1e-9)
+    assert 0.10 <= x["decode"]["bandwidth_share"] <= 0.17
+    assert x["prefill"]["compute_share"] == pytest.approx(p["flops"] / (p["latency_ms"] / 1e3) / 312e12, rel=1e-9)
+    assert main(["estimate", "-m", "llama-2-7b", "-H", "a100-80gb-sxm", "--runtime", "hf-eager", "--explain"]) == 0
+    assert "Implied share of the datasheet peaks" in capsys.readouterr().out
+
+
+def test_engine_without_runtime_uses_the_engine_profile(capsys):
+    import json
+
+    from planner.cli import main
+    assert main(["estimate", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--engine", "vllm", "--json"]) == 0
+    cap = capsys.readouterr()
+    out = json.loads(cap.out)
+    assert out["runtime"] == "vllm" and out["efficiency"]["source"].startswith("runtime profile vllm")
+    assert "--engine vllm" in cap.err
