@@ -26,6 +26,7 @@ from ..architecture import load_model
 from ..hardware import DATASHEET_EFFICIENCY, load_hardware
 from ..ops import MATMUL, step_ops
 from ..quantization import weight_format
+from ..regimes import kv_read_factor
 from ..roofline import device_model, fp16_accumulate_peak, gemm_rows, select_unit
 from ..units import TERA
 
@@ -137,12 +138,13 @@ def build_design(df) -> Design:
             steps_by_group.setdefault(key, []).append((i, B, S, P, w))
             row_steps[i] += w
     # device inputs per row (datasheet peaks; efficiency enters only at evaluation)
-    dev_peak, dev_acc, dev_bw, dev_tdp = {}, np.zeros(n), np.zeros(n), np.zeros(n)
+    dev_peak, dev_acc, dev_bw, dev_tdp, dev_dtypes = {}, np.zeros(n), np.zeros(n), np.zeros(n), {}
     for i, r in enumerate(recs):
         spec = load_hardware(r["hardware"])
         fmt = weight_format(r["weights"])
         dev = device_model(spec, select_unit(spec, fmt, r.get("unit")), fmt, DATASHEET_EFFICIENCY)
         dev_peak[i] = {c: p * TERA for c, p in dev.peak_tflops.items()}
+        dev_dtypes[i] = dev.unit_dtypes
         dev_acc[i] = fp16_accumulate_peak(spec.unit(dev.unit), dev.dtypes[MATMUL]) * TERA
         dev_bw[i] = dev.bandwidth_gbs * 1e9
         dev_tdp[i] = spec.power.tdp_w if spec.power else 0.0
@@ -165,6 +167,10 @@ def build_design(df) -> Design:
             size = len(ri)
             flops = np.broadcast_to(np.asarray(op.flops, dtype=np.float64), (size,))
             nbytes = np.broadcast_to(np.asarray(op.bytes, dtype=np.float64), (size,))
+            if op.kv_dtype:  # per-row unit: KV conversion where the unit lacks the cache format (roofline.op_bytes)
+                f = np.array([kv_read_factor(dev_dtypes[i], op.kv_dtype) for i in ri])
+                kv_read = np.broadcast_to(np.asarray(op.kv_read_bytes, dtype=np.float64), (size,))
+                nbytes = nbytes + (f - 1.0) * kv_read
             is_gemm = op.compute == MATMUL and np.any(np.asarray(op.weight_bytes) > 0)
             rows = np.broadcast_to(gemm_rows(op, fmt.bytes_per_weight), (size,)) if is_gemm else np.zeros(size)
             parts["row"].append(ri)
