@@ -13,8 +13,9 @@
               default         the documented kind defaults (hardware_specs/defaults/efficiency.yaml)
             Levels other than `engine` are extrapolation: their residuals make the (wider) ranges of unmeasured
             engines.
-  range     [p10, p90] of the LOSO ratios of rows from *other* sources in the same regime and at the same
-            extrapolation level (>= 10 rows; else the regime's rows at any level)
+  range     [p10, p90] of the LOSO ratios of rows from *other* sources in the same regime (>= 10 rows; else all
+            other sources), widened x EXTRAPOLATION_WIDEN in log space around the median when the row is predicted
+            by extrapolation
   covered   ratio inside that range
 """
 
@@ -34,6 +35,7 @@ from .predict import Design, build_design, hardware_class, value_from_time
 
 MIN_FIT_ROWS = 5
 MIN_INTERVAL_ROWS = 10
+EXTRAPOLATION_WIDEN = 1.3  # log-space widening of the range for a row predicted without its engine's class data
 # engine id -> (name, description, family, fp16_accumulate). llama.cpp's CUDA backend runs 16-bit (and dequantized)
 # GEMMs through cuBLAS with CUBLAS_COMPUTE_16F (ggml-cuda.cu, ggml_cuda_op_mul_mat_cublas, 2024); the others
 # accumulate in fp32.
@@ -162,21 +164,21 @@ def _quantiles(x: np.ndarray) -> tuple[float, float]:
 
 
 def loso_intervals(df, log_ratio: np.ndarray, level: np.ndarray):
-    """(p10, p90) of predicted/measured time per row from the LOSO ratios of rows of other sources in the same
-    regime and extrapolation class (engine vs extrapolated); fewer than MIN_INTERVAL_ROWS: the regime at any level."""
+    """(p10, p90) of predicted/measured time per row: the p10/p90 of the LOSO log-ratios of rows of *other* sources in
+    the same regime (fewer than MIN_INTERVAL_ROWS: all other sources), widened around their median by
+    EXTRAPOLATION_WIDEN for a row predicted by extrapolation (level other than `engine`)."""
     n = len(df)
     lo, hi = np.full(n, np.nan), np.full(n, np.nan)
     src = df["source"].to_numpy()
     reg = df["regime"].to_numpy()
-    ext = level != "engine"
     ok = (df["anomalous"] == "").to_numpy()
     for i in range(n):
-        base = ok & (src != src[i]) & (reg == reg[i])
-        m = base & (ext == ext[i])
+        m = ok & (src != src[i]) & (reg == reg[i])
         if m.sum() < MIN_INTERVAL_ROWS:
-            m = base
-        if m.sum() >= 3:
-            lo[i], hi[i] = _quantiles(log_ratio[m])
+            m = ok & (src != src[i])
+        q10, q50, q90 = np.quantile(log_ratio[m], [0.10, 0.50, 0.90])
+        w = 1.0 if level[i] == "engine" else EXTRAPOLATION_WIDEN
+        lo[i], hi[i] = np.exp(q50 + (q10 - q50) * w), np.exp(q50 + (q90 - q50) * w)
     return lo, hi
 
 
