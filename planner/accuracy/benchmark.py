@@ -133,14 +133,15 @@ def _chain(df, fit_ok: np.ndarray, rt: str, cls: str):
             ("family", fit_ok & is_fam & is_cls)]
 
 
-def loso_predict(df, d: Design):
-    """(predicted times, level per row, parameters used per (source, engine, class)) under leave-one-source-out."""
+def loso_predict(df, d: Design, sources=None):
+    """(predicted times, level per row, parameters used per (source, engine, class)) under leave-one-source-out;
+    `sources` limits the prediction to those sources (other rows stay 0)."""
     n = len(df)
     t = np.zeros(n)
     level = np.empty(n, dtype=object)
     fit_ok = (df["anomalous"] == "").to_numpy()
     used = {}
-    for src in sorted(df["source"].unique()):
+    for src in sorted(sources or df["source"].unique()):
         in_s = (df["source"] == src).to_numpy()
         for (rt, cls), g in df[in_s].groupby(["runtime", "hw_class"]):
             rows = np.zeros(n, bool)

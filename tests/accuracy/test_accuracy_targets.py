@@ -76,8 +76,9 @@ def test_no_row_of_a_source_helps_predict_it(prepared):
     m = (df["source"] == src).to_numpy()
     d2 = d.subset(m | True)
     d2.measured_time_s = d.measured_time_s * (1 + 0.5 * m)
-    t1, lv1, _ = loso_predict(df, d)
-    t2, lv2, _ = loso_predict(df, d2)
+    t1, lv1, _ = loso_predict(df, d, [src])
+    t2, lv2, _ = loso_predict(df, d2, [src])
+    assert (t1[m] > 0).all()
     assert all(math.isclose(a, b, rel_tol=1e-9) for a, b in zip(t1[m], t2[m]))
 
 
