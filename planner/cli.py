@@ -82,7 +82,7 @@ def cmd_estimate(args) -> int:
         return estimate(args.model, hw, args.weights, args.kv_dtype, args.batch, args.prompt, args.output,
                         unit=args.unit, efficiency=efficiency_mode(args), engine=args.engine,
                         flash_attention=not args.no_flash_attention,
-                        runtime=getattr(args, "runtime", None) or runtime_for_engine(args.engine), tp=args.tp)
+                        runtime=getattr(args, "runtime", None) or runtime_for_engine(args.engine, hw), tp=args.tp)
 
     devices = str_list(args.hardware)
     if len(devices) > 1:  # several devices: one comparison table (or a JSON list)

@@ -11,10 +11,12 @@ parameters the roofline uses (planner/roofline.py):
   step_overhead_ms      fixed cost per forward step (sampling, host sync, graph launch)
   dequant_overhead      per weight format: extra GEMM compute time for dequantizing weights (fraction)
 
-and the prediction interval per regime (decode / prefill / throughput): the p10 and p90 of measured / predicted
-speed over the fit's residuals, so that an estimate can say "p10-p90: a-b tok/s". Every profile records its
-provenance: data file, rows and devices used, the held-out devices, the date and the command that wrote it
-(`planner accuracy --fit`).
+and the prediction interval per regime (decode at batch 1 / prefill / batched decode and throughput): the p10 and
+p90 of measured / predicted speed over leave-one-source-out residuals, so that an estimate can say "p10-p90: a-b
+tok/s". Every profile records its provenance: data files, sources and devices used, the level the parameters come
+from (this engine, this engine on other hardware, its pooled engine family, or a documented default), the date
+and the command that wrote it (`planner accuracy --fit`). Engines: vllm (CUDA and ROCm classes), sglang, tgi,
+lmdeploy, trtllm, llamacpp, gpt-fast, exllamav2, hf-eager (planner/accuracy/benchmark.py ENGINES).
 """
 
 from __future__ import annotations
@@ -183,12 +185,21 @@ def interval_regime(profile_class: RuntimeClass, stage: str, batch: int) -> Inte
     return next((iv[r] for r in order if r in iv), None)
 
 
-def runtime_for_engine(engine: str | None) -> str | None:
-    """The profile id for a KV-sizing `--engine` name when a profile exists (vllm, sglang, trtllm, llamacpp, ...),
-    else None: `estimate --engine X` without `--runtime` then uses X's efficiency and range, and its efficiency
-    source line names the profile."""
+def runtime_for_engine(engine: str | None, hardware=None) -> str | None:
+    """The profile id for a KV-sizing `--engine` name when a profile exists (vllm, sglang, trtllm, llamacpp, ...)
+    and, with `hardware` (id, path or HardwareSpec), has a class for that device's vendor; else None (the kind
+    defaults apply as before). `estimate --engine X` without `--runtime` then uses X's efficiency and range."""
     from .memory import ENGINES  # only the KV-sizing engines; any other --engine stays an error of its own
     if not engine or engine == "none" or engine not in ENGINES:
         return None
     key = _ALIASES.get(engine.lower(), engine.lower())
-    return key if key in runtime_paths() else None
+    if key not in runtime_paths():
+        return None
+    if hardware is not None:
+        from .hardware import load_hardware
+        spec = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
+        prof = load_runtime(key)
+        if not any(c.vendor.lower() == spec.vendor.lower() and any(u.kind == c.unit_kind for u in spec.units)
+                   for c in prof.classes):
+            return None
+    return key

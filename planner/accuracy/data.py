@@ -14,9 +14,9 @@ Metric definitions (what the planner has to predict for each row):
   throughput_tok_s      TensorRT-LLM 'Peak Throughput', static batch B (gptSessionBenchmark): one prefill of
                         B x ISL then OSL - 1 decode steps; output tok/s per GPU = B * OSL / (prefill + decode sum)
                         / TP.
-Tensor-parallel rows (TP > 1: 'Nx' in gpt-fast labels, 'TP=N' in TRT-LLM notes) are timed with
-planner.serving.parallelism.tp_step_time_s (per-GPU ops + ring all-reduces over the node's link) when that module
-exists; they are never fitted and are reported apart from the held-out targets.
+Tensor-parallel rows (TP > 1: 'Nx' in gpt-fast labels, 'TP=N' in TRT-LLM notes) are timed like
+planner.serving.parallelism.tp_step_time_s (per-GPU ops + ring all-reduces over the node's link) and fitted like the
+others. load_rows adds the rows of data/measured_serving.csv (planner/accuracy/serving_rows.py).
 """
 
 from __future__ import annotations

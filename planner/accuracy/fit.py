@@ -1,8 +1,4 @@
-"""Fit runtime profiles to the published rows, on a split that holds out whole devices.
-
-Split: a device is held out when int(sha256(hardware id), 16) % 3 == 0 (about a third of the devices, fixed by
-the ids alone). Within a (runtime, hardware class) at least one device must stay in the fit; a class whose devices
-would all be held out keeps them all in the fit and reports no held-out rows (gpt-fast has one device per class).
+"""Fit engine profiles to published rows (which rows: planner/accuracy/benchmark.py, leave-one-source-out).
 Rows the data's own caveats call anomalous are never fitted.
 
 Parameters per (runtime, class) (see planner/runtimes.py): bandwidth_fraction, compute_fraction,
@@ -13,13 +9,10 @@ time), plus a weak Gaussian prior (sd 2 in that space) towards the documented GP
 (hardware_specs/defaults/efficiency.yaml) so that parameters the rows do not constrain (e.g. compute terms for a
 class with decode rows only) stay at physical values instead of drifting. numpy only.
 
-Intervals: the p10 and p90 of measured / predicted speed, per regime, over leave-one-device-out residuals of the
-fit rows (each fit device predicted by parameters fitted without it), so they describe an unseen device.
+Intervals come from leave-one-source-out residuals (benchmark.loso_intervals, benchmark.profile_intervals).
 """
 
 from __future__ import annotations
-
-import hashlib
 
 import numpy as np
 
@@ -41,20 +34,6 @@ POWER_STARTS = (0.3, 1.0, 5.0)  # TFLOP/s per W
 FIT_POWER_CAP = False
 BASE = ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kernel_overhead_us", "step_overhead_ms",
         "matmul_tflops_per_watt")
-
-
-def held_out_device(hardware_id: str) -> bool:
-    return int(hashlib.sha256(hardware_id.encode()).hexdigest(), 16) % 3 == 0
-
-
-def assign_split(df):
-    """Adds `held_out` (bool) to the mapped table: device hash, keeping >= 1 fit device per (runtime, class)."""
-    df = df.copy()
-    df["held_out"] = [held_out_device(h) for h in df["hardware"]]
-    for _, g in df.groupby(["runtime", "hw_class"]):
-        if g["held_out"].all():
-            df.loc[g.index, "held_out"] = False
-    return df
 
 
 def _logit(p):

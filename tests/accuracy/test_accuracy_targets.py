@@ -135,3 +135,7 @@ def test_engine_without_runtime_uses_the_engine_profile(capsys):
     out = json.loads(cap.out)
     assert out["runtime"] == "vllm" and out["efficiency"]["source"].startswith("runtime profile vllm")
     assert "--engine vllm" in cap.err
+
+    # llama.cpp has no AMD profile: --engine llamacpp on an MI300X keeps the kind defaults (no error)
+    assert main(["estimate", "-m", "llama-3.1-8b", "-H", "mi300x", "--engine", "llamacpp", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["runtime"] is None
