@@ -67,6 +67,8 @@ class ClassFit(_Frozen):
         "whose rows the parameters come from: this engine on this class, this engine on other classes, the pooled "
         "engine family, or a documented default (no measurement)"))
     sources: list[str] = Field(default_factory=list, description="source ids of the rows fitted")
+    moe_rows: int = Field(0, ge=0, description="fitted rows of mixture-of-experts models")
+    multi_gpu_rows: int = Field(0, ge=0, description="fitted rows of tensor-parallel groups (TP > 1)")
 
 
 class RuntimeClass(_Frozen):
@@ -175,14 +177,37 @@ def default_interval_class() -> RuntimeClass | None:
                                             f" ({d.provenance.get('rows', '')})"))
 
 
-def interval_regime(profile_class: RuntimeClass, stage: str, batch: int) -> Interval | None:
+EXTRAPOLATION_WIDEN = 1.3  # log-space widening per extrapolation (as planner/accuracy/benchmark.py)
+
+
+def widen(iv: Interval, factor: float) -> Interval:
+    """The interval widened in log space around its geometric centre c = sqrt(p10 x p90):
+    p10' = c x (p10 / c)^factor, p90' = c x (p90 / c)^factor."""
+    c = (iv.p10 * iv.p90) ** 0.5
+    return Interval(p10=c * (iv.p10 / c) ** factor, p90=c * (iv.p90 / c) ** factor, rows=iv.rows)
+
+
+def interval_regime(profile_class: RuntimeClass, stage: str, batch: int, moe: bool = False,
+                    multi_gpu: bool = False) -> Interval | None:
     """The interval for a headline figure: prefill figures use 'prefill'; decode and end-to-end figures use
-    'decode' at batch 1 and 'throughput' at larger batches (falling back to the other if the profile lacks it)."""
+    'decode' at batch 1 and 'throughput' at larger batches (falling back to the other if the profile lacks it).
+    Widened x EXTRAPOLATION_WIDEN (each) for a mixture-of-experts model or a tensor-parallel group when the class's
+    fit had no such row (extrapolating outside the fit)."""
     iv = profile_class.intervals
     if stage == "prefill":
-        return iv.get("prefill")
-    order = ("decode", "throughput") if batch == 1 else ("throughput", "decode")
-    return next((iv[r] for r in order if r in iv), None)
+        out = iv.get("prefill")
+    else:
+        order = ("decode", "throughput") if batch == 1 else ("throughput", "decode")
+        out = next((iv[r] for r in order if r in iv), None)
+    if out is None:
+        return None
+    fit = profile_class.fit
+    factor = 1.0
+    if moe and (fit is None or fit.moe_rows == 0):
+        factor *= EXTRAPOLATION_WIDEN
+    if multi_gpu and (fit is None or fit.multi_gpu_rows == 0):
+        factor *= EXTRAPOLATION_WIDEN
+    return out if factor == 1.0 else widen(out, factor)
 
 
 def runtime_for_engine(engine: str | None, hardware=None) -> str | None:

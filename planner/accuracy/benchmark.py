@@ -290,7 +290,8 @@ def build_profiles(df, d: Design, res, today: str | None = None) -> dict:
                 "intervals": {k: {"p10": _round(v[0]), "p90": _round(v[1]), "rows": v[2]} for k, v in ivs.items()},
                 "fit": {"rows_fit": int(m.sum()), "devices_fit": devices, "devices_held_out": [],
                         "interval_source": iv_src, "level": lvl,
-                        "sources": sorted(df.loc[m, "source"].unique())},
+                        "sources": sorted(df.loc[m, "source"].unique()),
+                        "moe_rows": int(df.loc[m, "moe"].sum()), "multi_gpu_rows": int((df.loc[m, "tp"] > 1).sum())},
             })
         if not classes:
             continue

@@ -139,3 +139,24 @@ def test_engine_without_runtime_uses_the_engine_profile(capsys):
     # llama.cpp has no AMD profile: --engine llamacpp on an MI300X keeps the kind defaults (no error)
     assert main(["estimate", "-m", "llama-3.1-8b", "-H", "mi300x", "--engine", "llamacpp", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["runtime"] is None
+
+
+def test_ranges_widen_when_extrapolating_outside_the_fit():
+    """A class whose fit had no MoE (or no multi-GPU) row widens its range x1.3 in log space around the geometric
+    centre c = sqrt(p10 p90): p10' = c (p10/c)^1.3. Both: x1.3^2."""
+    from planner.runtimes import EXTRAPOLATION_WIDEN, Interval, interval_regime, load_runtime
+    from planner.hardware import load_hardware
+    spec = load_hardware("a100-80gb-sxm")
+    pc = load_runtime("lmdeploy").for_unit(spec, spec.unit("gpu"))   # A100 rows, dense Llama only, TP 1 and 4
+    assert pc.fit.moe_rows == 0 and pc.fit.multi_gpu_rows > 0
+    base = interval_regime(pc, "decode", 8)
+    wide = interval_regime(pc, "decode", 8, moe=True)
+    c = (base.p10 * base.p90) ** 0.5
+    assert wide.p10 == pytest.approx(c * (base.p10 / c) ** EXTRAPOLATION_WIDEN)
+    assert wide.p90 == pytest.approx(c * (base.p90 / c) ** EXTRAPOLATION_WIDEN)
+    assert interval_regime(pc, "decode", 8, multi_gpu=True) == base   # multi-GPU rows were fitted
+    from planner.estimate import estimate
+    e = estimate("qwen3-30b-a3b", "a100-80gb-sxm", "fp16", batch=8, prompt=512, output=128, runtime="lmdeploy")
+    assert e.memory.fits
+    assert e.decode.tokens_per_s_total_low == pytest.approx(e.decode.tokens_per_s_total * wide.p10)
+    assert isinstance(wide, Interval)
