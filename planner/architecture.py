@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .catalog_index import folder_index, parsed
 from .errors import PlannerError, pydantic_one_line, unknown_id
 from .io import read_json, read_yaml
 
@@ -344,15 +345,18 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str = "config.json") 
 
 
 def catalog_paths() -> dict[str, Path]:
-    return {p.stem: p for p in sorted(CATALOG_DIR.glob("*.yaml"))}
+    return folder_index(CATALOG_DIR)
 
 
 def list_model_ids() -> list[str]:
     return list(catalog_paths())
 
 
-@lru_cache(maxsize=128)
 def _load_catalog(path: str) -> ModelArch:
+    return parsed(path, _parse_catalog, "model")
+
+
+def _parse_catalog(path: str) -> ModelArch:
     data = read_yaml(path)
     hf = data.get("hf_config")
     if not isinstance(hf, dict):

@@ -13,7 +13,8 @@ import json
 import sys
 
 # modules that add subcommands (each has register(subparsers)); optional ones are skipped if absent
-_EXTENSIONS = ("validate.cli", "planner.cli_serving", "planner.cli_accuracy")
+_EXTENSIONS = ("validate.cli", "planner.cli_serving", "planner.cli_accuracy",
+               "planner.cli_topologies")  # after cli_serving: adds --parallel/--method to its commands
 
 
 # optional dependencies -> the extra that installs them (pyproject.toml)
@@ -26,13 +27,18 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
 
 
+# The largest count any flag takes (batch, tokens, degrees): far beyond any real deployment (a billion tokens of
+# context, a billion sequences), well inside float64's exact integers (2^53) and int64, so no arithmetic wraps.
+MAX_COUNT = 1_000_000_000
+
+
 def positive_int(text: str) -> int:
     try:
-        v = int(text)
+        v = int(str(text).strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {v}")
+        raise argparse.ArgumentTypeError(f"must be an integer between 1 and {MAX_COUNT:,}, got {text!r}") from None
+    if not 1 <= v <= MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be an integer between 1 and {MAX_COUNT:,}, got {v}")
     return v
 
 
@@ -66,6 +72,39 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     eff.add_argument("--datasheet", action="store_true", help="plain roofline: efficiency 1.0, no overheads")
 
 
+def utilization(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}") from None
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text}")
+    return v
+
+
+def add_engine_memory_args(p: argparse.ArgumentParser) -> None:
+    """Engine arguments that size memory (planner.memory.EngineSettings); vLLM's names."""
+    g = p.add_argument_group("engine memory (with --engine)")
+    g.add_argument("--vllm-version", default="v1", choices=["v0.2", "v0", "v1"],
+                   help="vLLM memory profiling: v0.2 (<= 0.2.4, torch peak only), v0 (0.2.5-0.6), v1 (0.7+, default)")
+    g.add_argument("--gpu-memory-utilization", type=utilization, default=None, help="the engine's memory fraction: vLLM gpu_memory_utilization (0.9), SGLang "
+                   "mem_fraction_static (0.88), TensorRT-LLM free_gpu_memory_fraction (0.9)")
+    g.add_argument("--max-model-len", type=positive_int, default=None, help="vLLM max_model_len (model maximum)")
+    g.add_argument("--max-num-batched-tokens", type=positive_int, default=None,
+                   help="tokens per step = the prefill chunk (vLLM V1 8192; SGLang/TRT-LLM 8192; llama.cpp n_ubatch 512)")
+    g.add_argument("--max-num-seqs", type=positive_int, default=256, help="vLLM max_num_seqs (256)")
+    g.add_argument("--block-size", type=positive_int, default=16, help="vLLM KV block size in tokens (16)")
+    g.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (no graph memory pool)")
+
+
+def engine_settings(args):
+    from .memory import EngineSettings
+    return EngineSettings(vllm_version=args.vllm_version, gpu_memory_utilization=args.gpu_memory_utilization,
+                          max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens,
+                          max_num_seqs=args.max_num_seqs, block_size=args.block_size,
+                          cuda_graphs=not args.enforce_eager)
+
+
 def efficiency_mode(args) -> str:
     return "datasheet" if args.datasheet else ("default" if args.no_calibration else "auto")
 
@@ -82,7 +121,8 @@ def cmd_estimate(args) -> int:
         return estimate(args.model, hw, args.weights, args.kv_dtype, args.batch, args.prompt, args.output,
                         unit=args.unit, efficiency=efficiency_mode(args), engine=args.engine,
                         flash_attention=not args.no_flash_attention,
-                        runtime=getattr(args, "runtime", None) or runtime_for_engine(args.engine, hw), tp=args.tp)
+                        runtime=getattr(args, "runtime", None) or runtime_for_engine(args.engine, hw),
+                        tp=args.tp, engine_settings=engine_settings(args))
 
     devices = str_list(args.hardware)
     if len(devices) > 1:  # several devices: one comparison table (or a JSON list)
@@ -128,8 +168,9 @@ def cmd_hardware(args) -> int:
 
     if args.action == "list":
         rows = [{"id": s.id, "name": s.name, "kind": s.kind, "memory_gb": f"{s.memory.capacity_gb:g}",
-                 "bandwidth_gbs": f"{s.memory.bandwidth_gbs:g}",
-                 "units": ",".join(u.name for u in s.units)} for s in load_all_hardware()]
+                 "usable_gb": f"{s.usable_capacity_gb:.1f}", "bandwidth_gbs": f"{s.memory.bandwidth_gbs:g}",
+                 "units": ",".join(u.name for u in s.units),
+                 "unpublished": str(len(s.unpublished)) if s.unpublished else ""} for s in load_all_hardware()]
         print(json.dumps(rows, indent=2) if args.json else table(rows, list(rows[0]) if rows else ["id"]))
         return 0
     if not args.id:
@@ -174,15 +215,16 @@ def cmd_sweep(args) -> int:
     df = sweep(args.models, args.hardware, args.weights, args.batch, args.prompt, args.output, args.kv_dtype,
                efficiency=efficiency_mode(args), runtime=args.runtime)
     dt = time.perf_counter() - t0
+    df = _with_verdict(df)
     out = args.out
     if out is None:
-        print(df.to_string(index=False, max_rows=60))
+        print(_blank_missing(df).to_string(index=False, max_rows=60))
     elif out.endswith(".csv"):
-        atomic_write_text(out, df.to_csv(index=False))
-    elif out.endswith(".json"):
-        atomic_write_text(out, df.to_json(orient="records", indent=1))
+        atomic_write_text(out, df.to_csv(index=False, na_rep=""), make_dirs=False)
+    elif out.endswith(".json"):  # a figure that does not exist (a row that does not fit) is null
+        atomic_write_text(out, df.to_json(orient="records", indent=1), make_dirs=False)
     elif out.endswith(".md"):
-        atomic_write_text(out, df.to_markdown(index=False) if _has_tabulate() else _md(df))
+        atomic_write_text(out, _md(_blank_missing(df)), make_dirs=False)
     else:
         raise _usage(f"--out: unknown table type '{out}'; allowed endings: .csv, .json, .md")
     print(f"{len(df):,} configurations in {dt:.3f} s ({len(df) / max(dt, 1e-9):,.0f} per second)"
@@ -203,12 +245,21 @@ def _yaml(d) -> str:
     return yaml.safe_dump(d, sort_keys=False, allow_unicode=True).rstrip()
 
 
-def _has_tabulate() -> bool:
-    try:
-        import tabulate  # noqa: F401
-        return True
-    except ImportError:
-        return False
+def _with_verdict(df):
+    """A `verdict` column beside `fits`: 'fits' or 'does not fit: needs X GB of Y GB' (the sweep leaves the
+    latencies of a configuration that does not fit empty: there is nothing to time)."""
+    verdict = [("fits" if ok else f"does not fit: needs {t:.2f} GB of {c:.2f} GB")
+               for ok, t, c in zip(df["fits"], df["total_gb"], df["capacity_gb"])]
+    return df.assign(verdict=verdict)
+
+
+def _blank_missing(df):
+    """Text renderings: a figure that does not exist prints as '-', never NaN."""
+    out = df.copy()
+    for c in out.columns:
+        if out[c].dtype.kind == "f" and out[c].isna().any():
+            out[c] = [("-" if v != v else f"{v:.6g}") for v in out[c]]
+    return out
 
 
 def _md(df) -> str:
@@ -225,6 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("estimate", help="memory, latency and throughput of one configuration")
     add_workload_args(p)
+    add_engine_memory_args(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--ops", action="store_true", help="also print the per-operator table")
     p.add_argument("--explain", action="store_true",

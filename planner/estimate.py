@@ -13,9 +13,9 @@ from pydantic import BaseModel, ConfigDict
 from .architecture import ModelArch, load_model
 from .efficiency import efficiency_origin, resolve_efficiency
 from .errors import PlannerError
-from .hardware import Efficiency, HardwareSpec, load_hardware, runtime_overhead_gb
+from .hardware import Efficiency, HardwareSpec, load_hardware
 from .latency import decode_step_time_s, decode_sum_s
-from .memory import MemoryBreakdown, engine_kv, max_batch, max_context, memory_breakdown
+from .memory import DEFAULT_SETTINGS, EngineSettings, max_batch, max_context, plan_memory
 from .ops import decode_ops, kv_bytes_per_sequence, kv_bytes_per_token, kv_bytes_per_token_per_layer, prefill_ops, totals
 from .quantization import WeightFormat, kv_dtype as norm_kv_dtype, weight_format
 from .roofline import DeviceModel, OpTime, device_model, select_unit, step_bound, step_time_s, time_ops
@@ -42,7 +42,10 @@ class OpReport(_Out):
 
 class MemoryReport(_Out):
     """Per device: with tensor parallelism t, each of the t devices holds weights / t, KV / min(t, KV heads) (an MLA
-    latent is replicated), activations / t and its own runtime overhead."""
+    latent is replicated), its share of the activations and its own runtime overhead. With an engine, every figure
+    is the engine's (planner.memory.plan_memory): fits = total_gb <= budget_gb, the memory the engine lets the
+    model use (vLLM: capacity x gpu_memory_utilization). max_context_at_batch counts prompt + output tokens, the
+    output fixed at the request's."""
 
     devices: int = 1
     weights_gb: float
@@ -51,6 +54,8 @@ class MemoryReport(_Out):
     overhead_gb: float
     total_gb: float
     capacity_gb: float
+    budget_gb: float | None = None
+    budget_label: str = "usable"
     device_memory_gb: float
     fits: bool
     verdict: str
@@ -152,6 +157,15 @@ class IntervalReport(_Out):
     source: str
 
 
+class HostPoolReport(_Out):
+    """A second memory pool of the device (GH200/GB300 Grace LPDDR5X over NVLink-C2C): reported, not used for fit."""
+
+    capacity_gb: float
+    bandwidth_gbs: float
+    link_gbs: float
+    type: str | None = None
+
+
 class Estimate(_Out):
     model: str
     hardware: str
@@ -176,6 +190,7 @@ class Estimate(_Out):
     warnings: list[str]
     runtime: str | None = None
     intervals: IntervalReport | None = None
+    host_pool: HostPoolReport | None = None
 
 
 def _op_reports(op_times: list[OpTime]) -> list[OpReport]:
@@ -202,7 +217,7 @@ def _check_workload(batch: int, prompt: int, output: int):
 def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str = "fp16", kv_dtype: str = "fp16",
              batch: int = 1, prompt: int = 512, output: int = 128, unit: str | None = None,
              efficiency: str | Efficiency = "auto", engine: str = "none", flash_attention: bool = True,
-             runtime=None, tp: int = 1) -> Estimate:
+             runtime=None, tp: int = 1, engine_settings: EngineSettings | None = None) -> Estimate:
     """Predict memory, TTFT, TPOT, throughput and bounds for one configuration.
 
     efficiency: 'auto' (calibration if present, else the device/kind default), 'default', 'datasheet' (1.0, no
@@ -215,6 +230,8 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     'prefill'; decode and end-to-end figures: 'decode' at batch 1, 'throughput' above; runtimes.interval_regime).
     tp: tensor-parallel degree inside one node (Megatron-LM): memory per device, per-device operator costs and two
     ring all-reduces per layer over the node's link (planner/serving/parallelism.py); tp = 1 is the single device.
+    engine_settings: the engine arguments that size memory (planner.memory.EngineSettings: vLLM version,
+    gpu_memory_utilization, max_model_len, max_num_batched_tokens, block_size, CUDA graphs); None = defaults.
     """
     _check_workload(batch, prompt, output)
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
@@ -233,6 +250,8 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     eff = resolve_efficiency(spec, u, efficiency, prof)
     dev: DeviceModel = device_model(spec, u, fmt, eff)
     warnings: list[str] = []
+    if (unpublished := spec.unpublished_warning(u)) is not None:  # figures the vendor does not print
+        warnings.append(unpublished)
     context = prompt + output
     if context > m.max_position_embeddings:
         warnings.append(f"context {context} exceeds {m.name}'s maximum of {m.max_position_embeddings} tokens")
@@ -259,34 +278,46 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
 
     step_s = tp_decode_step_s if tp > 1 else None
 
-    # memory, per device
+    # memory, per device: one rule (planner.memory.plan_memory) gives the verdict, the figures and the limits
+    es = engine_settings or DEFAULT_SETTINGS
     cap = spec.usable_capacity_gb * GB
-    ovh = runtime_overhead_gb(spec) * GB
-    mb = memory_breakdown(m, fmt, kvd, batch, prompt, output, cap, ovh, flash_attention)
-    if tp > 1:
-        mb = MemoryBreakdown(mb.weights_bytes / tp, mb.kv_cache_bytes / kv_ways, mb.activations_bytes / tp,
-                             mb.overhead_bytes, mb.capacity_bytes)
-    ek = engine_kv(engine, m, fmt, kvd, batch, prompt, output, cap, ovh, flash_attention, tp=tp, kv_ways=kv_ways)
-    fits = mb.fits if engine == "none" else ek.fits
+    mem_args = (spec, engine, es, tp, kv_ways, flash_attention)
+    mb = plan_memory(m, fmt, kvd, batch, prompt, output, *mem_args)
+    fits = mb.fits
     per = "" if tp == 1 else f" per device (tensor parallel x{tp})"
+    budget = f"{mb.budget / GB:.2f} GB {mb.budget_label}"
     if fits:
-        verdict = f"fits: {mb.total_bytes / GB:.2f} GB of {cap / GB:.2f} GB usable{per}"
+        verdict = f"fits: {mb.total_bytes / GB:.2f} GB of {budget}{per}"
     else:
-        verdict = f"does not fit: needs {mb.total_bytes / GB:.2f} GB of {cap / GB:.2f} GB usable{per}"
-        if engine != "none":
-            verdict += f" ({engine}: KV pool holds {ek.max_concurrency:.1f} sequences of {context} tokens, batch {batch})"
-        if mb.weights_bytes + ovh > cap:  # the weights alone need several devices
-            n_min = math.ceil(mb.weights_bytes * tp / (cap - ovh)) if cap > ovh else None
+        verdict = f"does not fit: needs {mb.total_bytes / GB:.2f} GB of {budget}{per}"
+        if not mb.headroom_ok:
+            verdict += (f" (sglang: activations {mb.activations_bytes / GB:.2f} GB exceed the "
+                        f"{mb.capacity_bytes / GB - mb.budget / GB + mb.activations_bytes / GB:.2f} GB outside the "
+                        f"static pool)")
+        elif mb.refusal:
+            verdict += f" ({engine} refuses it: {mb.refusal})"
+        elif engine != "none":
+            verdict += f" ({engine}: KV pool holds {mb.max_concurrency:.1f} sequences of {context} tokens, batch {batch})"
+        if mb.weights_bytes + mb.overhead_bytes > mb.budget:  # the weights alone need several devices
+            n_min = (math.ceil(mb.weights_bytes * tp / (mb.budget - mb.overhead_bytes))
+                     if mb.budget > mb.overhead_bytes else None)
             if n_min and n_min <= 1024:
                 warnings.append(f"the weights alone need at least {n_min} x {spec.id}; `--tp N` splits them inside a "
                                 f"node, `planner plan --model {m.name} --hardware {spec.id}` sizes the deployment")
+    if engine == "vllm" and mb.blocks is not None and mb.kv_pool_bytes > 0:
+        max_len = es.max_model_len or m.max_position_embeddings
+        holds = max_context(m, fmt, kvd, 1, 0, *mem_args)  # tokens one sequence may hold in the pool
+        if holds < max_len:  # vLLM checks at start-up that one max_model_len sequence fits the pool
+            warnings.append(f"vLLM refuses to start with max_model_len {max_len}: the KV pool holds {holds:,} tokens "
+                            f"per sequence; pass --max-model-len {holds} or less")
     memory = MemoryReport(
         devices=tp, weights_gb=mb.weights_bytes / GB, kv_cache_gb=mb.kv_cache_bytes / GB,
         activations_gb=mb.activations_bytes / GB,
         overhead_gb=mb.overhead_bytes / GB, total_gb=mb.total_bytes / GB, capacity_gb=cap / GB,
+        budget_gb=mb.budget / GB, budget_label=mb.budget_label,
         device_memory_gb=spec.memory.capacity_gb, fits=fits, verdict=verdict,
-        max_batch_at_context=max_batch(m, fmt, kvd, prompt, output, cap, ovh, flash_attention, tp, kv_ways),
-        max_context_at_batch=max_context(m, fmt, kvd, batch, cap, ovh, flash_attention, tp, kv_ways),
+        max_batch_at_context=max_batch(m, fmt, kvd, prompt, output, *mem_args),
+        max_context_at_batch=max_context(m, fmt, kvd, batch, output, *mem_args),
         model_max_context=m.max_position_embeddings)
     kv = KVReport(dtype=kvd, bytes_per_token=kv_bytes_per_token(m, kvd),
                   bytes_per_token_per_layer=kv_bytes_per_token_per_layer(m, kvd),
@@ -368,7 +399,9 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         prompt=prompt, output=output, flash_attention=flash_attention, tp=tp, params_b=b["total"] / 1e9,
         active_params_b=b["active"] / 1e9, memory=memory, kv_cache=kv, prefill=prefill, decode=decode,
         end_to_end=e2e_r, roofline=roof,
-        engine=EngineReport(engine=ek.engine, kv_pool_gb=ek.kv_pool_bytes / GB, max_concurrency=ek.max_concurrency,
-                            blocks=ek.blocks, fits=ek.fits, rule=ek.rule),
+        engine=EngineReport(engine=mb.engine, kv_pool_gb=mb.kv_pool_bytes / GB, max_concurrency=mb.max_concurrency,
+                            blocks=mb.blocks, fits=fits, rule=mb.rule),
         efficiency=EfficiencyReport(**eff.model_dump()), warnings=warnings,
-        runtime=prof.id if prof is not None else None, intervals=iv_report)
+        runtime=prof.id if prof is not None else None, intervals=iv_report,
+        host_pool=None if (hp := spec.memory.host_pool) is None else HostPoolReport(
+            capacity_gb=hp.capacity_gb, bandwidth_gbs=hp.bandwidth_gbs, link_gbs=hp.link_gbs, type=hp.type))

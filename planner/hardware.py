@@ -3,6 +3,10 @@
 Specs are data, the schema is code: every section carries a `source`, unknown keys are errors, peaks are dense
 (sparse datasheet figures halved, GeForce cards at the fp32-accumulate tensor rate). A device has one or more
 compute units sharing one memory system (a system-on-chip lists CPU, GPU and NPU separately).
+
+Every number is finite and inside the bounds stated once below; fit uses the capacity the runtime sees
+(`memory.visible_gb`, decimal GB) x `usable_fraction`; figures the vendor does not publish are listed in
+`unpublished` and every estimate that rests on one carries a warning.
 """
 
 from __future__ import annotations
@@ -10,10 +14,11 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .catalog_index import folder_index, parsed
 from .errors import PlannerError, unknown_id
 from .io import read_yaml, validated
 
@@ -26,59 +31,108 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SPECS_DIR = Path(os.environ.get("PLANNER_SPECS_DIR", REPO_ROOT / "hardware_specs"))
 EFFICIENCY_DEFAULTS_PATH = SPECS_DIR / "defaults" / "efficiency.yaml"
 
+# ---------------------------------------------------------------- bounds, stated once
+# Every number in a spec file is a YAML number (strict: no strings, no booleans), finite (no .inf/.nan; 1e400
+# parses as inf and is refused) and inside a plausible range. The ranges are wide enough for any device built or
+# announced (GB300: 288 GB HBM, 8 TB/s, 15,000 dense FP4 TFLOPS) and narrow enough that a typo in units (bytes
+# for GB, an extra 1e3) or a subnormal is refused with one line naming the field.
+_NUM = {"strict": True, "allow_inf_nan": False}
+CapacityGB = Annotated[float, Field(ge=1e-3, le=1e5, **_NUM)]          # 1 MB .. 100 TB
+BandwidthGBs = Annotated[float, Field(ge=1e-3, le=1e6, **_NUM)]        # 1 MB/s .. 1 PB/s
+LinkGBs = Annotated[float, Field(ge=0, le=1e6, **_NUM)]                # 0 = no link
+PeakTflops = Annotated[float, Field(ge=1e-6, le=1e6, **_NUM)]          # 1 MFLOP/s .. 1 EFLOP/s
+Fraction = Annotated[float, Field(ge=1e-6, le=1, **_NUM)]              # a share of a peak or of memory: (0, 1], no subnormals
+CacheMB = Annotated[float, Field(ge=1e-3, le=1e5, **_NUM)]
+Watts = Annotated[float, Field(ge=1e-3, le=1e6, **_NUM)]
+UsdPerHour = Annotated[float, Field(ge=1e-6, le=1e5, **_NUM)]
+OverheadUs = Annotated[float, Field(ge=0, le=1e6, **_NUM)]             # per kernel, <= 1 s
+OverheadMs = Annotated[float, Field(ge=0, le=1e6, **_NUM)]             # per step, <= 1000 s
+HalfRows = Annotated[float, Field(ge=0, le=1e9, **_NUM)]
+OverheadRatio = Annotated[float, Field(ge=0, le=1e6, **_NUM)]          # extra time as a fraction of the time
+TflopsPerWatt = Annotated[float, Field(ge=0, le=1e3, **_NUM)]
+Year = Annotated[int, Field(ge=1990, le=2100, strict=True)]
+# Decimal GB the runtime sees may exceed the marketed figure: an "80 GB" HBM part is 80 GiB = 85.9e9 B.
+# 1.2 x marketed is above any binary-vs-decimal ratio (TiB/TB = 1.0995).
+VISIBLE_OVER_MARKETED_MAX = 1.2
+
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class HostPool(_Frozen):
+    """A second, slower memory pool behind a coherent link (GH200/GB200/GB300: Grace LPDDR5X over NVLink-C2C).
+
+    The planner sizes fit on the device pool (`memory`); this pool is reported, not used for fit: offloading
+    weights or KV to it costs link_gbs per byte, which no estimate models yet.
+    """
+
+    capacity_gb: CapacityGB
+    bandwidth_gbs: BandwidthGBs = Field(description="the host memory's own peak bandwidth (CPU side)")
+    link_gbs: LinkGBs = Field(description="device <-> host link, total bidirectional GB/s (NVLink-C2C: 900)")
+    type: str | None = None
+    source: str = Field(min_length=3)
+    derived: str | None = None
 
 
 class MemorySpec(_Frozen):
-    """Main memory: capacity in GB (1e9), peak bandwidth in GB/s (1e9 B/s)."""
+    """Main memory: capacity in GB (1e9), peak bandwidth in GB/s (1e9 B/s).
 
-    capacity_gb: float = Field(gt=0)
-    bandwidth_gbs: float = Field(gt=0)
+    capacity_gb is the marketed figure; visible_gb is what the runtime reports as total device memory, in
+    decimal GB (nvidia-smi MiB x 2^20 / 1e9, rocm-smi bytes / 1e9, or vendor docs), and is what fit uses.
+    """
+
+    capacity_gb: CapacityGB
+    bandwidth_gbs: BandwidthGBs
+    visible_gb: CapacityGB | None = Field(None, description="decimal GB the runtime sees; None = capacity_gb")
+    visible_source: str | None = None
     type: str | None = None
-    usable_fraction: float = Field(1.0, gt=0, le=1, description="share a model may use (unified memory, phones)")
+    usable_fraction: Fraction = Field(1.0, description="share a model may use (unified memory, phones)")
     source: str = Field(min_length=3)
     usable_fraction_source: str | None = None
     derived: str | None = Field(None, description="how any number here was derived, if not printed by the vendor")
+    host_pool: HostPool | None = Field(None, description="a second memory pool (reported; fit uses the device pool above)")
 
     @model_validator(mode="after")
     def _usable_has_source(self):
         if self.usable_fraction < 1 and not self.usable_fraction_source:
             raise ValueError("usable_fraction < 1 needs usable_fraction_source")
+        if self.visible_gb is not None:
+            if not self.visible_source:
+                raise ValueError("visible_gb needs visible_source")
+            if self.visible_gb > VISIBLE_OVER_MARKETED_MAX * self.capacity_gb:
+                raise ValueError(f"visible_gb {self.visible_gb:g} exceeds {VISIBLE_OVER_MARKETED_MAX} x capacity_gb "
+                                 f"{self.capacity_gb:g}")
         return self
+
+    @property
+    def visible_or_marketed_gb(self) -> float:
+        return self.capacity_gb if self.visible_gb is None else self.visible_gb
 
 
 class ComputeUnit(_Frozen):
     """One compute unit (the GPU, the CPU cores, an NPU) with its dense peaks in TFLOP/s (or TOPS for ints)."""
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9._-]*$")
     kind: UnitKind
-    peak_tflops: dict[DType, float] = Field(min_length=1)
+    peak_tflops: dict[DType, PeakTflops] = Field(min_length=1)
     formats: list[str] | None = Field(None, description="weight formats this unit runs; None = every format")
-    bandwidth_gbs: float | None = Field(None, gt=0, description="if this unit alone reaches less than memory peak")
+    bandwidth_gbs: BandwidthGBs | None = Field(None, description="if this unit alone reaches less than memory peak")
     source: str = Field(min_length=3)
     derived: str | None = None
 
-    @model_validator(mode="after")
-    def _positive_peaks(self):
-        for k, v in self.peak_tflops.items():
-            if not v > 0:
-                raise ValueError(f"peak_tflops.{k} must be > 0, got {v}")
-        return self
-
 
 class CacheSpec(_Frozen):
-    last_level_mb: float = Field(gt=0)
+    last_level_mb: CacheMB
     source: str = Field(min_length=3)
 
 
 class InterconnectSpec(_Frozen):
     """GPU-to-GPU link. NVIDIA quotes NVLink as total bidirectional GB/s per GPU; one direction is half."""
 
-    kind: Literal["nvlink", "pcie", "infinity-fabric", "nvlink-c2c", "ethernet", "thunderbolt", "none"]
-    bidirectional_gbs: float = Field(ge=0)
-    pcie_bidirectional_gbs: float | None = Field(None, ge=0)
+    kind: Literal["nvlink", "pcie", "infinity-fabric", "nvlink-c2c", "ethernet", "thunderbolt", "ici", "none"]
+    bidirectional_gbs: LinkGBs
+    pcie_bidirectional_gbs: LinkGBs | None = None
     source: str = Field(min_length=3)
 
     @property
@@ -87,13 +141,24 @@ class InterconnectSpec(_Frozen):
 
 
 class PowerSpec(_Frozen):
-    tdp_w: float = Field(gt=0)
+    tdp_w: Watts
     source: str = Field(min_length=3)
 
 
 class PriceSpec(_Frozen):
-    usd_per_hour: float = Field(gt=0)
+    usd_per_hour: UsdPerHour
     source: str = Field(min_length=3)
+
+
+class UnpublishedFigure(_Frozen):
+    """A number in this file that its vendor does not publish (an estimate, a third-party or derived figure).
+
+    `field` is the dotted path of the value in the spec (`units.gpu.peak_tflops.fp8`, `memory.bandwidth_gbs`);
+    every estimate that uses the unit or the memory it names carries a warning.
+    """
+
+    field: str = Field(pattern=r"^(memory|units|cache|interconnect|power|price)(\.[A-Za-z0-9_-]+)+$")
+    reason: str = Field(min_length=3)
 
 
 class Efficiency(_Frozen):
@@ -108,49 +173,36 @@ class Efficiency(_Frozen):
     1 + dequant_overhead[format] (planner/roofline.py `time_ops`).
     """
 
-    bandwidth_fraction: float = Field(gt=0, le=1)
-    compute_fraction: float = Field(gt=0, le=1)
-    kernel_overhead_us: float = Field(0.0, ge=0)
-    step_overhead_ms: float = Field(0.0, ge=0)
+    bandwidth_fraction: Fraction
+    compute_fraction: Fraction
+    kernel_overhead_us: OverheadUs = 0.0
+    step_overhead_ms: OverheadMs = 0.0
     # Optional refinements (runtime profiles, hardware_specs/runtimes/); the defaults leave the roofline unchanged.
-    compute_half_rows: float = Field(0.0, ge=0, description=(
+    compute_half_rows: HalfRows = Field(0.0, description=(
         "GEMM rows R (tokens per expert/weight matrix in the step) at which a weight GEMM reaches half of "
         "compute_fraction: fraction(R) = compute_fraction * R / (R + compute_half_rows); 0 = flat"))
-    format_half_rows: dict[str, float] = Field(default_factory=dict, description=(
+    format_half_rows: dict[str, HalfRows] = Field(default_factory=dict, description=(
         "weight format -> compute_half_rows of that format's GEMM kernel (formats not listed use "
         "compute_half_rows): dense fp32/bf16 GEMM libraries and fused int8/int4 kernels tile rows differently"))
-    dequant_overhead: dict[str, float] = Field(default_factory=dict, description=(
+    dequant_overhead: dict[str, OverheadRatio] = Field(default_factory=dict, description=(
         "weight format -> extra GEMM compute time for dequantizing weights, as a fraction of that time "
         "(compute time x (1 + overhead)); formats not listed: 0"))
     fp16_accumulate: bool = Field(False, description=(
         "the runtime's 16-bit GEMMs accumulate in fp16 (llama.cpp's cuBLAS path, CUBLAS_COMPUTE_16F): on NVIDIA "
         "tensor cores that rate is half the int8 rate, which is 2x the listed fp32-accumulate rate on GeForce "
         "cards; matmul peak = max(listed fp16/bf16, int8 / 2)"))
-    matmul_tflops_per_watt: float = Field(0.0, ge=0, description=(
+    matmul_tflops_per_watt: TflopsPerWatt = Field(0.0, description=(
         "sustained weight-GEMM throughput per watt of board power (power.tdp_w): the effective matmul peak is "
         "min(peak x compute_fraction, tdp_w x this); 0 = no power cap (or the spec publishes no TDP)"))
-    class_compute_fraction: dict[Literal["matmul", "attention", "vector"], float] = Field(
+    class_compute_fraction: dict[Literal["matmul", "attention", "vector"], Fraction] = Field(
         default_factory=dict, description=(
             "op class -> compute fraction for that class, replacing compute_fraction (classes not listed use "
             "compute_fraction); e.g. a CPU runtime that computes attention in fp32 while the unit's bf16 peak is "
             "listed reaches a smaller share of that peak in attention than in weight GEMMs"))
-    kv_dequant_overhead: dict[str, float] = Field(default_factory=dict, description=(
+    kv_dequant_overhead: dict[str, OverheadRatio] = Field(default_factory=dict, description=(
         "KV-cache dtype -> extra attention compute time for converting cached K/V into the math dtype, as a "
         "fraction of that time (compute time x (1 + overhead)); dtypes not listed: 0 (read natively)"))
     source: str = Field("", description="where these came from: kind default, device spec, calibration file")
-
-    @model_validator(mode="after")
-    def _class_fractions(self):
-        for k, v in self.kv_dequant_overhead.items():
-            if not v >= 0:
-                raise ValueError(f"kv_dequant_overhead.{k} must be >= 0, got {v}")
-        for k, v in self.format_half_rows.items():
-            if not v >= 0:
-                raise ValueError(f"format_half_rows.{k} must be >= 0, got {v}")
-        for k, v in self.class_compute_fraction.items():
-            if not 0 < v <= 1:
-                raise ValueError(f"class_compute_fraction.{k} must be in (0, 1], got {v}")
-        return self
 
 
 DATASHEET_EFFICIENCY = Efficiency(
@@ -164,7 +216,7 @@ class HardwareSpec(_Frozen):
     name: str
     kind: DeviceKind
     vendor: str
-    year: int | None = None
+    year: Year | None = None
     memory: MemorySpec
     units: list[ComputeUnit] = Field(min_length=1)
     cache: CacheSpec | None = None
@@ -172,6 +224,8 @@ class HardwareSpec(_Frozen):
     power: PowerSpec | None = None
     price: PriceSpec | None = None
     efficiency: Efficiency | None = Field(None, description="device override of the kind defaults")
+    unpublished: list[UnpublishedFigure] = Field(default_factory=list, description=(
+        "figures in this file the vendor does not publish; estimates that use them carry a warning"))
     notes: str | None = None
 
     @model_validator(mode="after")
@@ -179,11 +233,30 @@ class HardwareSpec(_Frozen):
         names = [u.name for u in self.units]
         if len(set(names)) != len(names):
             raise ValueError(f"unit names must be unique, got {names}")
+        for item in self.unpublished:
+            if _lookup(self, item.field) is None:
+                raise ValueError(f"unpublished: '{item.field}' names no value in this spec")
         return self
 
     @property
     def usable_capacity_gb(self) -> float:
-        return self.memory.capacity_gb * self.memory.usable_fraction
+        """GB a model may use: what the runtime sees (visible_gb, else the marketed capacity) x usable_fraction."""
+        return self.memory.visible_or_marketed_gb * self.memory.usable_fraction
+
+    def unpublished_for(self, unit: ComputeUnit | None = None) -> list[UnpublishedFigure]:
+        """The unpublished figures an estimate on `unit` rests on: its own, the memory's, and the device-wide
+        ones (cache, interconnect); figures of other units are left out."""
+        own = f"units.{unit.name}." if unit is not None else None
+        return [i for i in self.unpublished
+                if not i.field.startswith("units.") or own is None or i.field.startswith(own)]
+
+    def unpublished_warning(self, unit: ComputeUnit | None = None) -> str | None:
+        """One warning line for an estimate that rests on unpublished figures, or None."""
+        items = self.unpublished_for(unit)
+        if not items:
+            return None
+        listed = "; ".join(f"{i.field} ({i.reason})" for i in items)
+        return f"{self.id}: this estimate rests on figures its vendor does not publish: {listed}"
 
     def unit(self, name: str | None) -> ComputeUnit:
         if name is None:
@@ -194,12 +267,27 @@ class HardwareSpec(_Frozen):
         raise PlannerError(f"--unit: '{name}' is not a unit of {self.id}; allowed: {', '.join(u.name for u in self.units)}")
 
 
+def _lookup(spec: HardwareSpec, dotted: str):
+    """The value at a dotted path of a spec (`units.gpu.peak_tflops.fp8`: units are addressed by name), or None."""
+    node = spec.model_dump()
+    for part in dotted.split("."):
+        if isinstance(node, list):
+            node = next((u for u in node if isinstance(u, dict) and u.get("name") == part), None)
+        elif isinstance(node, dict):
+            node = node.get(part)
+        else:
+            return None
+        if node is None:
+            return None
+    return node
+
+
 # ---------------------------------------------------------------- loading
 
 
 def spec_paths() -> dict[str, Path]:
     """id -> path of every device YAML in hardware_specs/ (top level only)."""
-    return {p.stem: p for p in sorted(SPECS_DIR.glob("*.yaml"))}
+    return folder_index(SPECS_DIR)
 
 
 def list_hardware_ids() -> list[str]:
@@ -210,9 +298,13 @@ def parse_hardware(data: dict, where: str) -> HardwareSpec:
     return validated(HardwareSpec, data, f"hardware spec {where}")
 
 
-@lru_cache(maxsize=256)
-def _load_path(path: str) -> HardwareSpec:
+def _parse_path(path: str) -> HardwareSpec:
     return parse_hardware(read_yaml(path), path)
+
+
+def _load_path(path: str) -> HardwareSpec:
+    """A parsed spec, cached until the file changes (an edited YAML is read again)."""
+    return parsed(path, _parse_path, "hardware")
 
 
 def load_hardware(id_or_path: str) -> HardwareSpec:
@@ -257,7 +349,3 @@ def default_efficiency(spec: HardwareSpec, unit: ComputeUnit) -> Efficiency:
     eff = efficiency_defaults().by_unit_kind[unit.kind]
     return eff.model_copy(update={"source": f"default for {unit.kind} units ({EFFICIENCY_DEFAULTS_PATH.name})"})
 
-
-def runtime_overhead_gb(spec: HardwareSpec) -> float:
-    """Memory the runtime takes before any model byte: CUDA context, framework workspace, allocator slack."""
-    return efficiency_defaults().runtime_overhead_gb[spec.kind]

@@ -1,61 +1,263 @@
-"""Memory: weights + KV cache + peak activations + runtime overhead against usable capacity, the largest batch
-and context that fit, and how serving engines size their KV cache.
+"""Memory per device: weights + KV cache + peak activations + runtime overhead against what the serving engine lets
+the model use, the largest batch and the longest context that fit (closed forms), and each engine's KV-sizing rule.
 
-Activations (peak transient of a prefill of B sequences x S tokens, one layer live at a time, a = 2 bytes):
-  MLP:        B*S*(2h + 3*I_eff)*a          residual + normed input, gate/up outputs, activated product
-  attention:  B*S*(2h + q + 2kv + o)*a      (+ 2*B*H*S*(S+past)*a for the score and probability matrices
-                                             when FlashAttention is off: the quadratic term)
-  logits:     B*V*4                          fp32 logits of the last position
+Every command (estimate, sweep, simulate, plan, static batching, speculative, UI) sizes memory through
+`plan_memory` / `need_bytes` / `runtime_overhead_bytes` here, so two screens never disagree.
+
+Activations (peak transient of one forward pass of T tokens, one layer live at a time, a = 2 bytes; under t-way
+tensor parallelism the residual stream is replicated and the heads / MLP width are split, Megatron-LM):
+  MLP:        T*(2h + 3*I_eff/t)*a              residual + normed input, gate/up outputs, activated product
+  attention:  T*(2h + (q + 2kv + o)/t)*a        (+ 2*(H/t)*T*(S+past)*a for the score and probability matrices
+                                                 when FlashAttention is off: the quadratic term)
+  logits:     n*V*4                             fp32 logits of the n sequences that end in this pass
   peak = max(MLP, attention) + logits
+T = B*S for a prompt run in one pass; with chunked prefill the engine runs at most its chunk of C tokens per step
+(vLLM max_num_batched_tokens, SGLang chunked_prefill_size, TensorRT-LLM max_num_tokens, llama.cpp n_ubatch), so
+T = min(B*S, C) and n = min(B, T): a 100k-token prompt costs a chunk's activations, not 100k tokens'.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
 from .architecture import ModelArch
 from .errors import PlannerError
-from .ops import kv_bytes_per_sequence, kv_bytes_per_token, weight_bytes
+from .ops import kv_bytes_per_token_per_layer, weight_bytes
 from .quantization import WeightFormat, activation_bytes
 
 ENGINES = ("none", "vllm", "trtllm", "sglang", "llamacpp")
+VLLM_VERSIONS = ("v0.2", "v0", "v1")
 
-# Engine defaults, from each engine's documentation
+# Engine defaults, from each engine's documentation / source
 VLLM_GPU_MEMORY_UTILIZATION = 0.9      # vLLM EngineArgs.gpu_memory_utilization default
 VLLM_BLOCK_SIZE = 16                   # vLLM default KV block size (tokens)
-VLLM_MAX_NUM_BATCHED_TOKENS = 8192     # vLLM V1 default scheduler token budget (profiling run size)
+VLLM_MAX_NUM_SEQS = 256                # vLLM SchedulerConfig.max_num_seqs default
+VLLM_V1_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM V1 token budget per step (chunked prefill always on; LLM class default)
+VLLM_V0_MIN_BATCHED_TOKENS = 2048      # V0 without chunked prefill: max_num_batched_tokens = max(max_model_len, 2048)
+VLLM_SAMPLER_FP32_COPIES = 3           # V0 Sampler: logits.float(), softmax probs, log_softmax logprobs [seqs, V] fp32
 TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9  # TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction default
+TRTLLM_MAX_NUM_TOKENS = 8192           # TensorRT-LLM max_num_tokens default (chunked context)
 SGLANG_MEM_FRACTION_STATIC = 0.88      # SGLang server_args mem_fraction_static typical default (80 GB class GPUs)
+SGLANG_CHUNKED_PREFILL_SIZE = 8192     # SGLang server_args chunked_prefill_size default (large GPUs)
+LLAMACPP_N_UBATCH = 512                # llama.cpp n_ubatch default: the compute buffer holds one ubatch
+# llama.cpp keeps a sliding-window (iSWA) cache only for the architectures it implements with one (llama-model.cpp
+# sets hparams.swa_type for Gemma 2/3, Cohere2, gpt-oss, Llama 4); Mistral 7B v0.1 runs as plain llama: full cache.
+LLAMACPP_SWA_FAMILIES = frozenset({"gemma2", "gemma3", "gemma3_text", "cohere2", "gpt_oss", "llama4"})
+
+# Runtime overhead (see runtime_overhead_bytes)
+NCCL_BYTES_PER_GPU = 0.45e9            # NCCL communicator + custom all-reduce buffers per GPU under TP
+CUDA_GRAPH_MAX_BATCH = 512             # vLLM's largest captured decode batch (cudagraph_capture_sizes up to 512)
 
 
-def activation_bytes_peak(m: ModelArch, fmt: WeightFormat, batch, prompt, past=0, flash_attention=True):
-    """Peak transient activation bytes of a prefill (formula in the module docstring)."""
-    B, S, P = (np.asarray(x, dtype=np.float64) for x in (batch, prompt, past))
-    a = activation_bytes(fmt)
-    h = m.hidden_size
+# ---------------------------------------------------------------- weights (cached: the limits evaluate plans often)
+
+@lru_cache(maxsize=512)
+def _weights(m: ModelArch, fmt: WeightFormat) -> float:
+    return weight_bytes(m, fmt)
+
+
+# ---------------------------------------------------------------- activations
+
+def _i_eff(m: ModelArch) -> int:
     if m.moe:
         shared = (m.moe.shared_expert_intermediate_size or m.moe.expert_intermediate_size) * m.moe.num_shared_experts
-        i_eff = max(m.moe.experts_per_token * m.moe.expert_intermediate_size + shared,
-                    m.intermediate_size if m.num_dense_layers else 0)
+        return max(m.moe.experts_per_token * m.moe.expert_intermediate_size + shared,
+                   m.intermediate_size if m.num_dense_layers else 0)
+    return m.intermediate_size
+
+
+_SCALARS = frozenset({int, float, bool, np.float64, np.float32, np.int64, np.int32})
+
+
+def _scalar(*xs) -> bool:
+    """All plain numbers (then the formulas run on floats, without numpy's per-call cost)."""
+    for x in xs:
+        if x.__class__ not in _SCALARS:
+            return False
+    return True
+
+
+def pass_tokens(batch, prompt, chunk_tokens=None):
+    """Tokens in the largest forward pass of a prefill: B*S, or min(B*S, C) under chunked prefill."""
+    if _scalar(batch, prompt):
+        t = float(batch) * float(prompt)
+        return t if chunk_tokens is None else min(t, float(chunk_tokens))
+    t = np.asarray(batch, dtype=np.float64) * np.asarray(prompt, dtype=np.float64)
+    return t if chunk_tokens is None else np.minimum(t, float(chunk_tokens))
+
+
+def forward_bytes_peak(m: ModelArch, fmt: WeightFormat, tokens, context, past=0, flash_attention=True, tp: int = 1):
+    """Peak live bytes of one layer's forward pass over `tokens` tokens, without logits (module docstring).
+
+    context: keys each query attends (S; only the quadratic term without FlashAttention uses it)."""
+    if _scalar(tokens, context, past):  # plain floats: the same formula, without numpy's per-call cost
+        T, S, P, mx = float(tokens), float(context), float(past), max
     else:
-        i_eff = m.intermediate_size
-    mlp = B * S * (2 * h + 3 * i_eff) * a
-    attn = B * S * (2 * h + m.q_dim + 2 * m.kv_dim + m.attn_out_dim) * a
+        T, S, P = (np.asarray(x, dtype=np.float64) for x in (tokens, context, past))
+        mx = np.maximum
+    a = activation_bytes(fmt)
+    h = m.hidden_size
+    mlp = T * (2 * h + 3 * _i_eff(m) / tp) * a
+    attn = T * (2 * h + (m.q_dim + 2 * m.kv_dim + m.attn_out_dim) / tp) * a
     if not flash_attention:
-        attn = attn + 2 * B * m.num_attention_heads * S * (S + P) * a
-    return np.maximum(mlp, attn) + B * m.vocab_size * 4.0
+        attn = attn + 2 * (m.num_attention_heads / tp) * T * (S + P) * a
+    return mx(mlp, attn)
+
+
+def logits_bytes(m: ModelArch, rows):
+    """fp32 logits of `rows` sequences: rows x V x 4."""
+    return (float(rows) if _scalar(rows) else np.asarray(rows, dtype=np.float64)) * m.vocab_size * 4.0
+
+
+def activation_bytes_peak(m: ModelArch, fmt: WeightFormat, batch, prompt, past=0, flash_attention=True, tp: int = 1,
+                          chunk_tokens=None):
+    """Peak transient activation bytes of a prefill of `batch` x `prompt` tokens per device (module docstring)."""
+    T = pass_tokens(batch, prompt, chunk_tokens)
+    n = min(float(batch), T) if _scalar(batch, T) else np.minimum(np.asarray(batch, dtype=np.float64), T)
+    return forward_bytes_peak(m, fmt, T, prompt, past, flash_attention, tp) + logits_bytes(m, n)
+
+
+# ---------------------------------------------------------------- runtime overhead
+
+def runtime_overhead_bytes(spec, m: ModelArch | None = None, fmt: WeightFormat | None = None, tp: int = 1,
+                           cuda_graphs: bool | None = None, draft_kv_bytes: float = 0.0) -> float:
+    """Memory the runtime holds per device besides weights, KV cache and activations:
+
+      context   CUDA context + cuBLAS/cuDNN workspaces + allocator slack, per device kind
+                (hardware_specs/defaults/efficiency.yaml `runtime_overhead_gb`; GPU 0.8 GB: vLLM PR #2031's
+                Llama-2-7B on A100 lost 98 blocks x 8.39 MB = 0.82 GB when non-torch memory was first counted)
+      + NCCL    0.45 GB per GPU when tp > 1 (vLLM 0.11 on H100: non-torch memory 0.13 GiB at TP1, 0.55 GiB at TP2)
+      + graphs  CUDA-graph pool on GPUs (off with cuda_graphs=False, vLLM --enforce-eager): the graphs share one
+                private pool sized by the largest captured batch, a decode step of 512 sequences:
+                forward_bytes_peak(512 tokens) (vLLM cudagraph_capture_sizes <= 512; the LM head and sampler run
+                outside the graphs)
+      + draft   the draft model's KV cache under speculative decoding (draft_kv_bytes, given by the caller)
+    """
+    base = _efficiency_overhead_gb(spec.kind) * 1e9
+    nccl = NCCL_BYTES_PER_GPU if tp > 1 else 0.0
+    if cuda_graphs is None:
+        cuda_graphs = spec.kind == "gpu"
+    graphs = _graph_pool_bytes(m, fmt, tp) if cuda_graphs and m is not None and fmt is not None else 0.0
+    return base + nccl + graphs + float(draft_kv_bytes)
+
+
+@lru_cache(maxsize=512)
+def _graph_pool_bytes(m: ModelArch, fmt: WeightFormat, tp: int) -> float:
+    return float(forward_bytes_peak(m, fmt, CUDA_GRAPH_MAX_BATCH, 1, 0, True, tp))
+
+
+def _efficiency_overhead_gb(kind: str) -> float:
+    from .hardware import efficiency_defaults
+    return efficiency_defaults().runtime_overhead_gb[kind]
+
+
+# ---------------------------------------------------------------- KV cache per engine
+
+def window_capped(engine: str, m: ModelArch, vllm_version: str = "v1") -> bool:
+    """Whether the engine keeps only the window on sliding-window layers.
+
+    none: yes (the physics); llama.cpp: only for the architectures it runs with an iSWA cache
+    (LLAMACPP_SWA_FAMILIES); vLLM: V1's hybrid KV-cache manager frees blocks outside the window, V0 keeps every layer's
+    blocks for the whole context; TensorRT-LLM: cyclic KV cache per attention window; SGLang: one full-length token
+    pool (its SWA pool is opt-in)."""
+    if not m.sliding_window:
+        return False
+    if engine == "llamacpp":
+        return m.family in LLAMACPP_SWA_FAMILIES
+    if engine == "vllm":
+        return vllm_version == "v1"
+    return engine in ("none", "trtllm")
+
+
+def kv_seq_bytes(m: ModelArch, kv_dtype: str, context, capped: bool = True):
+    """Cache bytes of one sequence of `context` tokens (whole model); local layers keep at most W tokens if capped."""
+    scalar = _scalar(context)
+    c = float(context) if scalar else np.asarray(context, dtype=np.float64)
+    per = kv_bytes_per_token_per_layer(m, kv_dtype)
+    if m.sliding_window and capped:
+        mn = min if scalar else np.minimum
+        return per * (m.num_global_layers * c + m.num_local_layers * mn(c, m.sliding_window))
+    return per * m.num_layers * c
+
+
+# ---------------------------------------------------------------- the plain memory need (vectorized)
+
+def need_bytes(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch, prompt, output, flash_attention=True,
+               tp: int = 1, kv_ways: int = 1, chunk_tokens=None, window_cap: bool = True):
+    """weights / t + batch x KV(prompt + output) / kv_ways + activations, per device; numpy-broadcast over batch,
+    prompt, output (the sweep calls this on whole grids). The runtime overhead is added by the caller."""
+    return (_weights(m, fmt) / tp + np.asarray(batch, dtype=np.float64)
+            * kv_seq_bytes(m, kv_dtype, np.asarray(prompt) + np.asarray(output), window_cap) / kv_ways
+            + activation_bytes_peak(m, fmt, batch, prompt, 0, flash_attention, tp, chunk_tokens))
+
+
+# ---------------------------------------------------------------- engine settings and the memory plan
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Engine arguments that change memory (vLLM's names); None = the engine's default.
+
+    gpu_memory_utilization: the engine's memory fraction: vLLM gpu_memory_utilization (0.9), SGLang
+    mem_fraction_static (0.88), TensorRT-LLM free_gpu_memory_fraction (0.9).
+    vllm_version: 'v0.2' (<= 0.2.4: the profiled peak is torch.cuda.max_memory_allocated(), non-torch memory not
+    counted; fixed by PR #2031), 'v0' (0.2.5-0.6 V0 engine: peak = total - free after profiling, so non-torch memory
+    counts; no chunked prefill: profiling runs max(max_model_len, 2048) tokens as max_num_seqs sequences), 'v1'
+    (0.7+ V1 engine: chunked prefill always on, profiling runs max_num_batched_tokens tokens; available = total x
+    util - weights - torch peak - non-torch memory). CUDA graphs are captured after the KV cache is allocated in all
+    three, so they live in the (1 - util) headroom and do not shrink the pool.
+    """
+
+    vllm_version: str = "v1"
+    gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int = VLLM_MAX_NUM_SEQS
+    block_size: int = VLLM_BLOCK_SIZE
+    cuda_graphs: bool = True
+
+    def __post_init__(self):
+        if self.vllm_version not in VLLM_VERSIONS:
+            raise PlannerError(f"--vllm-version: unknown version '{self.vllm_version}'; allowed: "
+                               + ", ".join(VLLM_VERSIONS))
+        u = self.gpu_memory_utilization
+        if u is not None and not (isinstance(u, (int, float)) and math.isfinite(u) and 0 < u <= 1):
+            raise PlannerError(f"--gpu-memory-utilization: must be in (0, 1], got {u!r}")
+        for name in ("max_model_len", "max_num_batched_tokens", "max_num_seqs", "block_size"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1 << 40):
+                raise PlannerError(f"--{name.replace('_', '-')}: must be an integer in [1, 2^40], got {v!r}")
+
+
+DEFAULT_SETTINGS = EngineSettings()
 
 
 @dataclass(frozen=True)
 class MemoryBreakdown:
+    """Per device. total = weights + KV + activations + overhead; it fits when total <= budget (the memory the
+    engine lets the model use: the whole usable capacity, or vLLM's capacity x gpu_memory_utilization, ...)."""
+
     weights_bytes: float
     kv_cache_bytes: float
     activations_bytes: float
     overhead_bytes: float
     capacity_bytes: float
+    budget_bytes: float | None = None
+    engine: str = "none"
+    budget_label: str = "usable"
+    kv_pool_bytes: float = 0.0
+    max_concurrency: float = 0.0
+    blocks: int | None = None
+    rule: str = "weights + KV(batch x context) + activations + overhead"
+    headroom_ok: bool = True     # SGLang: activations + overhead fit outside its static pool
+    refusal: str = ""            # why the engine refuses the request outright (vLLM: context > max_model_len)
+
+    @property
+    def budget(self) -> float:
+        return self.capacity_bytes if self.budget_bytes is None else self.budget_bytes
 
     @property
     def total_bytes(self) -> float:
@@ -63,108 +265,273 @@ class MemoryBreakdown:
 
     @property
     def fits(self) -> bool:
-        return self.total_bytes <= self.capacity_bytes
+        return self.total_bytes <= self.budget and self.headroom_ok and not self.refusal
 
 
 def memory_breakdown(m, fmt, kv_dtype, batch, prompt, output, capacity_bytes, overhead_bytes, flash_attention=True):
-    context = prompt + output
+    """Whole prompt in one pass, window-capped KV, a given overhead: the plain physics (engine 'none')."""
     return MemoryBreakdown(
         weights_bytes=weight_bytes(m, fmt),
-        kv_cache_bytes=float(batch * kv_bytes_per_sequence(m, kv_dtype, context)),
+        kv_cache_bytes=float(batch * kv_seq_bytes(m, kv_dtype, prompt + output)),
         activations_bytes=float(activation_bytes_peak(m, fmt, batch, prompt, 0, flash_attention)),
-        overhead_bytes=overhead_bytes,
-        capacity_bytes=capacity_bytes,
-    )
+        overhead_bytes=overhead_bytes, capacity_bytes=capacity_bytes)
 
 
-def max_batch(m, fmt, kv_dtype, prompt, output, capacity_bytes, overhead_bytes, flash_attention=True, tp: int = 1,
-              kv_ways: int = 1) -> int:
-    """Largest batch whose weights + KV + activations + overhead fit (KV and activations are linear in batch).
+def engine_chunk_tokens(engine: str, s: EngineSettings) -> int | None:
+    """Largest prefill pass of the engine: its chunk, or None for a whole prompt in one pass."""
+    if engine == "vllm":
+        if s.vllm_version == "v1":
+            return s.max_num_batched_tokens or VLLM_V1_MAX_NUM_BATCHED_TOKENS
+        return s.max_num_batched_tokens  # V0 without chunked prefill: the whole prompt (<= max_num_batched_tokens)
+    return {"none": s.max_num_batched_tokens, "sglang": s.max_num_batched_tokens or SGLANG_CHUNKED_PREFILL_SIZE,
+            "trtllm": s.max_num_batched_tokens or TRTLLM_MAX_NUM_TOKENS,
+            "llamacpp": s.max_num_batched_tokens or LLAMACPP_N_UBATCH}[engine]
 
-    Per device of a t-way tensor-parallel group: weights / t, activations / t, KV / kv_ways (KV heads split at most
-    t ways; an MLA latent is replicated), the runtime overhead on every device."""
-    free = capacity_bytes - weight_bytes(m, fmt) / tp - overhead_bytes
-    per_seq = float(kv_bytes_per_sequence(m, kv_dtype, prompt + output)) / kv_ways + float(
-        activation_bytes_peak(m, fmt, 1, prompt, 0, flash_attention)) / tp
-    return max(0, int(free // per_seq)) if free > 0 else 0
 
+def vllm_profile_bytes(m: ModelArch, fmt: WeightFormat, s: EngineSettings, tp: int = 1, flash_attention=True) -> float:
+    """Torch peak of vLLM's profiling run above the weights, per GPU.
 
-def max_context(m, fmt, kv_dtype, batch, capacity_bytes, overhead_bytes, flash_attention=True, tp: int = 1,
-                kv_ways: int = 1) -> int:
-    """Longest context (prompt + output tokens, the prompt taking all of it) that fits at this batch.
-
-    Memory is monotone in the context, so bisect on integers; not capped at the model's maximum (reported apart).
+    V0 (v0.2, v0): max_num_batched_tokens = max(max_model_len, 2048) tokens split over min(max_num_seqs, tokens)
+      dummy sequences; the sampler then holds VLLM_SAMPLER_FP32_COPIES fp32 [seqs, V] tensors (worker.py
+      profile_num_available_blocks -> model_runner.profile_run).
+    V1: one dummy pass of max_num_batched_tokens tokens (gpu_model_runner.profile_run) and the sampler's
+      [min(max_num_seqs, tokens), V] fp32 tensors.
     """
-    def fits(c):
-        need = (weight_bytes(m, fmt) / tp + overhead_bytes + batch * float(kv_bytes_per_sequence(m, kv_dtype, c)) / kv_ways
-                + float(activation_bytes_peak(m, fmt, batch, c, 0, flash_attention)) / tp)
-        return need <= capacity_bytes
-    if not fits(1):
-        return 0
-    lo, hi = 1, 2
-    while fits(hi) and hi < 1 << 40:
-        lo, hi = hi, hi * 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    max_len = s.max_model_len or m.max_position_embeddings
+    if s.vllm_version == "v1":
+        tokens = s.max_num_batched_tokens or VLLM_V1_MAX_NUM_BATCHED_TOKENS
+    else:
+        tokens = s.max_num_batched_tokens or max(max_len, VLLM_V0_MIN_BATCHED_TOKENS)
+    seqs = min(s.max_num_seqs, tokens)
+    per_seq = math.ceil(tokens / seqs)
+    return float(forward_bytes_peak(m, fmt, tokens, per_seq, 0, flash_attention, tp)
+                 + VLLM_SAMPLER_FP32_COPIES * logits_bytes(m, seqs))
 
 
-@dataclass(frozen=True)
-class EngineKV:
-    engine: str
-    kv_pool_bytes: float
-    max_concurrency: float  # sequences of the requested length the pool holds at once
-    blocks: int | None
-    fits: bool
-    rule: str
+def _vllm_blocks_per_seq(m: ModelArch, context, block_size: int, capped: bool):
+    """Layer-blocks one sequence holds: G*ceil(c/bs) + L*ceil(min(c, W)/bs) (L = 0 unless window-capped)."""
+    c = np.asarray(context, dtype=np.float64)
+    if m.sliding_window and capped:
+        return (m.num_global_layers * np.ceil(c / block_size)
+                + m.num_local_layers * np.ceil(np.minimum(c, m.sliding_window) / block_size))
+    return m.num_layers * np.ceil(c / block_size)
 
 
-def engine_kv(engine: str, m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prompt: int, output: int,
-              capacity_bytes: float, overhead_bytes: float, flash_attention: bool = True,
-              gpu_memory_utilization: float | None = None, tp: int = 1, kv_ways: int = 1) -> EngineKV:
-    """The KV cache a serving engine will allocate, and how many requests of this length it holds.
+def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prompt: int, output: int, spec,
+                engine: str = "none", settings: EngineSettings = DEFAULT_SETTINGS, tp: int = 1, kv_ways: int = 1,
+                flash_attention: bool = True, capacity_bytes: float | None = None,
+                draft_kv_bytes: float = 0.0, pp: int = 1) -> MemoryBreakdown:
+    """Memory per device of (model, format, KV dtype, batch x (prompt + output)) under an engine's rule.
 
-    vllm:     blocks = (capacity * util - weights - peak activations of the profiling run - non-torch overhead)
-                       // (block_size * kv bytes per token);  max concurrency = blocks / ceil(max_model_len / block)
-    trtllm:   KV pool = free_gpu_memory_fraction * (capacity - weights - activations - overhead)
-    sglang:   KV pool = capacity * mem_fraction_static - weights
-    llamacpp: weights + KV for n_ctx = batch x (prompt + output) tokens, allocated up front, + compute buffers
+    none:     weights + KV(batch x context) + activations + runtime overhead <= usable capacity
+    vllm:     the pool is what is left of capacity x gpu_memory_utilization after weights, the profiling run's peak
+              (vllm_profile_bytes) and non-torch memory (CUDA context + NCCL; nothing for v0.2), in blocks of
+              block_size tokens: blocks = floor(pool / (block_size x KV bytes per token)); it fits when the batch's
+              sequences, each ceil(context / block_size) blocks, fit in the blocks
+              (worker.py determine_num_available_blocks, v1/worker/gpu_worker.py determine_available_memory)
+    trtllm:   KV pool = free_gpu_memory_fraction x (capacity - weights - activations - overhead)
+              (tensorrt_llm KvCacheConfig: a fraction of what is free after the engine is loaded)
+    sglang:   KV pool = capacity x mem_fraction_static - weights - overhead; activations and CUDA graphs must fit
+              in the other (1 - mem_fraction_static) (sglang model_runner.profile_max_num_token)
+    llamacpp: weights + KV of n_ctx = batch x context tokens allocated up front + the compute buffer of one
+              n_ubatch + overhead <= capacity (llama_context: the KV cache is sized by n_ctx at creation)
+    Every result carries its total and the budget it is compared with, so the verdict and the printed numbers come
+    from the same rule. Per device of a t-way tensor-parallel group (KV split kv_ways = min(t, KV heads) ways) of
+    one of pp pipeline stages (each holds 1/pp of the layers: weights and KV / pp, activations of one layer).
     """
     if engine not in ENGINES:
         raise PlannerError(f"--engine: unknown engine '{engine}'; allowed: {', '.join(ENGINES)}")
-    # per device of a t-way tensor-parallel group (t = 1: the whole model on one device)
-    W = weight_bytes(m, fmt) / tp
+    s = settings
+    cap = spec.usable_capacity_gb * 1e9 if capacity_bytes is None else capacity_bytes
+    W = _weights(m, fmt) / (tp * pp)
     ctx = prompt + output
-    per_seq = float(kv_bytes_per_sequence(m, kv_dtype, ctx)) / kv_ways
-    per_tok = kv_bytes_per_token(m, kv_dtype) / kv_ways
-    act = float(activation_bytes_peak(m, fmt, batch, prompt, 0, flash_attention)) / tp
+    capped = window_capped(engine, m, s.vllm_version)
+    per_seq = float(kv_seq_bytes(m, kv_dtype, ctx, capped)) / (kv_ways * pp)
+    chunk = engine_chunk_tokens(engine, s)
+    act = float(activation_bytes_peak(m, fmt, batch, prompt, 0, flash_attention, tp, chunk))
+    graphs = s.cuda_graphs and spec.kind == "gpu"
     if engine == "vllm":
-        util = gpu_memory_utilization or VLLM_GPU_MEMORY_UTILIZATION
-        prof = float(activation_bytes_peak(m, fmt, 1, VLLM_MAX_NUM_BATCHED_TOKENS, 0, flash_attention)) / tp
-        pool = capacity_bytes * util - W - prof - overhead_bytes
-        block_bytes = VLLM_BLOCK_SIZE * per_tok
-        blocks = max(0, int(pool // block_bytes))
-        conc = blocks / math.ceil(ctx / VLLM_BLOCK_SIZE)
-        return EngineKV(engine, max(pool, 0.0), conc, blocks, pool > 0 and conc >= batch,
-                        f"gpu_memory_utilization={util}, block_size={VLLM_BLOCK_SIZE}, "
-                        f"profile with max_num_batched_tokens={VLLM_MAX_NUM_BATCHED_TOKENS}")
+        util = s.gpu_memory_utilization or VLLM_GPU_MEMORY_UTILIZATION
+        budget = cap * util
+        ovh = 0.0 if s.vllm_version == "v0.2" else runtime_overhead_bytes(spec, m, fmt, tp, False, draft_kv_bytes)
+        prof = vllm_profile_bytes(m, fmt, s, tp, flash_attention)
+        layer_block = s.block_size * kv_bytes_per_token_per_layer(m, kv_dtype) / kv_ways
+        pool = max(0.0, budget - W - prof - ovh)
+        if capped:  # layer-blocks of the hybrid allocator, this stage's share of a sequence's
+            blocks = int(pool // layer_block)
+            per_seq_blocks = float(_vllm_blocks_per_seq(m, ctx, s.block_size, capped)) / pp
+            kv_need = batch * per_seq_blocks * layer_block
+        else:  # whole-model blocks (what vLLM prints as '# GPU blocks'), this stage's layers
+            stage_block = layer_block * m.num_layers / pp
+            blocks = int(pool // stage_block)
+            per_seq_blocks = math.ceil(ctx / s.block_size)
+            kv_need = batch * per_seq_blocks * stage_block
+        conc = blocks / per_seq_blocks
+        rule = (f"vLLM {s.vllm_version}: gpu_memory_utilization={util:g}, block_size={s.block_size}, profiling run "
+                f"{'max_num_batched_tokens' if s.vllm_version == 'v1' else 'max(max_model_len, 2048)'} tokens, "
+                f"{'torch peak only' if s.vllm_version == 'v0.2' else 'non-torch memory counted'}; "
+                f"CUDA graphs captured after the KV cache")
+        max_len = s.max_model_len or m.max_position_embeddings
+        refusal = f"context {ctx:g} > max_model_len {max_len}" if ctx > max_len else ""
+        return MemoryBreakdown(W, kv_need, prof, ovh, cap, budget, engine, f"= {util:g} x {cap / 1e9:.2f} GB",
+                               pool, conc, blocks, rule, refusal=refusal)
+    ovh = runtime_overhead_bytes(spec, m, fmt, tp, graphs, draft_kv_bytes)
+    kv = batch * per_seq
     if engine == "trtllm":
-        pool = max(0.0, TRTLLM_FREE_GPU_MEMORY_FRACTION * (capacity_bytes - W - act - overhead_bytes))
-        conc = pool / per_seq if per_seq else math.inf
-        return EngineKV(engine, max(pool, 0.0), conc, None, pool > 0 and conc >= batch,
-                        f"free_gpu_memory_fraction={TRTLLM_FREE_GPU_MEMORY_FRACTION}")
+        f = s.gpu_memory_utilization or TRTLLM_FREE_GPU_MEMORY_FRACTION
+        free = max(0.0, cap - W - act - ovh)
+        pool = f * free
+        return MemoryBreakdown(W, kv, act, ovh, cap, W + act + ovh + pool, engine,
+                               f"(weights + activations + overhead + {f:g} x free)", pool,
+                               pool / per_seq if per_seq else math.inf, None,
+                               f"TensorRT-LLM: free_gpu_memory_fraction={f:g}, max_num_tokens={chunk}")
     if engine == "sglang":
-        pool = max(0.0, capacity_bytes * SGLANG_MEM_FRACTION_STATIC - W)
-        conc = pool / per_seq if per_seq else math.inf
-        ok = pool > 0 and conc >= batch and capacity_bytes * (1 - SGLANG_MEM_FRACTION_STATIC) >= act
-        return EngineKV(engine, max(pool, 0.0), conc, None, ok, f"mem_fraction_static={SGLANG_MEM_FRACTION_STATIC}")
+        f = s.gpu_memory_utilization or SGLANG_MEM_FRACTION_STATIC
+        static = cap * f
+        pool = max(0.0, static - W - ovh)
+        return MemoryBreakdown(W, kv, act, ovh, cap, static + act, engine,
+                               f"(static {f:g} x {cap / 1e9:.2f} GB + activations)", pool,
+                               pool / per_seq if per_seq else math.inf, None,
+                               f"SGLang: mem_fraction_static={f:g}, chunked_prefill_size={chunk}",
+                               headroom_ok=act <= cap * (1 - f))
     if engine == "llamacpp":
-        pool = batch * per_seq
-        need = W + pool + act + overhead_bytes
-        return EngineKV(engine, pool, batch if need <= capacity_bytes else 0.0, None, need <= capacity_bytes,
-                        f"n_ctx={batch * ctx} (batch x context), KV allocated up front")
-    need = W + batch * per_seq + act + overhead_bytes
-    free = capacity_bytes - W - act - overhead_bytes
-    return EngineKV(engine, batch * per_seq, max(free, 0.0) / per_seq if per_seq else math.inf, None,
-                    need <= capacity_bytes, "weights + KV(batch x context) + activations + overhead")
+        return MemoryBreakdown(W, kv, act, ovh, cap, None, engine, "usable", kv,
+                               batch if W + kv + act + ovh <= cap else 0.0, None,
+                               f"llama.cpp: n_ctx={batch * ctx} (batch x context) allocated up front, "
+                               f"n_ubatch={chunk}, sliding-window cache {'on' if capped else 'off'}")
+    free = max(0.0, cap - W - act - ovh)
+    return MemoryBreakdown(W, kv, act, ovh, cap, None, engine, "usable", kv,
+                           free / per_seq if per_seq else math.inf, None,
+                           "weights + KV(batch x context) + activations + overhead"
+                           + (f", prefill chunk {chunk} tokens" if chunk else ""))
+
+
+# ---------------------------------------------------------------- largest batch and longest context (closed forms)
+
+def largest_int(need, limit: float, lo: int, hi: int, breaks=()) -> int:
+    """Largest integer x in [lo, hi] with need(x) <= limit, or lo - 1 if none.
+
+    need must be nondecreasing and, between consecutive breakpoints, a polynomial of degree <= 2 in x. On the first
+    piece whose right end exceeds the limit the polynomial is read off three points and solved for the limit; the
+    integer answer is then confirmed with need() (a few calls in all, instead of a bisection's dozens)."""
+    if need(lo) > limit:
+        return lo - 1
+    cuts = [int(math.floor(b)) + k for b in breaks if math.isfinite(b) and lo < b < hi for k in (0, 1)]
+    edges = sorted({lo, hi, *(min(hi, max(lo, c)) for c in cuts)})
+    a = lo
+    for e in edges[1:]:
+        if need(e) <= limit:
+            a = e
+            continue
+        # answer in [a, e): need(a) <= limit < need(e); polynomial on [a + 1, e - 1] at most (a breakpoint's floor
+        # may sit between pieces), so solve on the interior points and confirm
+        x0, x2 = a, e
+        x1 = (x0 + x2) / 2
+        y0, y1, y2 = (need(x) - limit for x in (x0, x1, x2))
+        # Newton form of the quadratic through the three points
+        d01 = (y1 - y0) / (x1 - x0)
+        d12 = (y2 - y1) / (x2 - x1)
+        q = (d12 - d01) / (x2 - x0)
+        b = d01 - q * (x0 + x1)
+        c = y0 - x0 * d01 + q * x0 * x1
+        if abs(q) * (x2 - x0) ** 2 > 1e-12 * (abs(b) * (x2 - x0) + abs(c) + 1):
+            disc = max(b * b - 4 * q * c, 0.0)
+            r = (-b + math.sqrt(disc)) / (2 * q) if q > 0 else (-b - math.sqrt(disc)) / (2 * q)
+        else:
+            r = -c / b if b else float(x0)
+        x = int(min(max(math.floor(r), x0), x2 - 1)) if math.isfinite(r) else x0
+        for _ in range(4):  # confirm on integers (float rounding, or a point between two pieces)
+            if need(x) > limit:
+                x -= 1
+            elif x + 1 < x2 and need(x + 1) <= limit:
+                x += 1
+            else:
+                return x
+        lo_, hi_ = a, e  # not polynomial after all: bisect this piece (never seen in the tests)
+        while hi_ - lo_ > 1:
+            mid = (lo_ + hi_) // 2
+            lo_, hi_ = (mid, hi_) if need(mid) <= limit else (lo_, mid)
+        return lo_
+    return hi
+
+
+MAX_SEARCH = 1 << 40
+
+
+def _need_fn(m, fmt, kv_dtype, spec, engine, s, tp, kv_ways, flash, cap, vary: str, batch, prompt, output, draft):
+    def need(x):
+        b, p = (x, prompt) if vary == "batch" else (batch, x)
+        mb = plan_memory(m, fmt, kv_dtype, b, p, output, spec, engine, s, tp, kv_ways, flash, cap, draft)
+        return mb.total_bytes - mb.budget + (0.0 if mb.headroom_ok else math.inf)
+    return need
+
+
+def _breaks(m, s, engine, batch, prompt, output, vary, flash, tp) -> list[float]:
+    """Where the memory need changes polynomial piece: the window (KV cap), the chunk (activations stop growing),
+    and, without FlashAttention, where the quadratic attention term overtakes the MLP."""
+    chunk = engine_chunk_tokens(engine, s)
+    out = []
+    if vary == "prompt":
+        if m.sliding_window:
+            out.append(m.sliding_window - output)
+        if chunk:
+            out += [chunk / batch, chunk]
+        if not flash:
+            a_h = m.num_attention_heads / tp
+            gap = (3 * _i_eff(m) - (m.q_dim + 2 * m.kv_dim + m.attn_out_dim)) / tp
+            out.append(gap / (2 * a_h))
+    else:
+        if chunk:
+            out += [chunk / prompt, chunk]
+    return out
+
+
+def max_batch(m, fmt, kv_dtype, prompt, output, spec, engine="none", settings=DEFAULT_SETTINGS, tp=1, kv_ways=1,
+              flash_attention=True, capacity_bytes=None, draft_kv_bytes=0.0) -> int:
+    """Largest batch of (prompt + output)-token sequences that fits under the engine's rule (closed form).
+
+    vLLM: floor(blocks / blocks per sequence); others: memory is affine in the batch (KV and activations), with
+    one kink where the batch's prompts exceed the prefill chunk; solved per piece by `largest_int`."""
+    if engine == "vllm":
+        mb = plan_memory(m, fmt, kv_dtype, 1, prompt, output, spec, engine, settings, tp, kv_ways, flash_attention,
+                         capacity_bytes, draft_kv_bytes)
+        return 0 if mb.refusal else max(0, int(math.floor(mb.max_concurrency + 1e-9)))
+    need = _need_fn(m, fmt, kv_dtype, spec, engine, settings, tp, kv_ways, flash_attention, capacity_bytes, "batch",
+                    1, prompt, output, draft_kv_bytes)
+    return max(0, largest_int(need, 0.0, 1, MAX_SEARCH,
+                              _breaks(m, settings, engine, 1, prompt, output, "batch", flash_attention, tp)))
+
+
+def max_context(m, fmt, kv_dtype, batch, output, spec, engine="none", settings=DEFAULT_SETTINGS, tp=1, kv_ways=1,
+                flash_attention=True, capacity_bytes=None, draft_kv_bytes=0.0) -> int:
+    """Longest context (prompt + output tokens, output fixed, the prompt growing) that fits at this batch, or 0.
+
+    At the requested prompt it is the same test as the fit verdict, so it is never below a context that fits.
+    Closed forms: memory is affine in the prompt except where a sliding window caps the KV, the prefill chunk caps
+    the activations, and (FlashAttention off) the quadratic score matrix overtakes the MLP; vLLM: the blocks a
+    sequence may hold, floor(blocks / batch), converted back to tokens. Not capped at the model's maximum,
+    except under vLLM, which refuses requests longer than max_model_len."""
+    s = settings
+    if engine == "vllm":
+        mb = plan_memory(m, fmt, kv_dtype, batch, 1, output, spec, engine, s, tp, kv_ways, flash_attention,
+                         capacity_bytes, draft_kv_bytes)
+        blocks = mb.blocks or 0
+        per = blocks // batch  # blocks one sequence may hold
+        bs = s.block_size
+        if not window_capped(engine, m, s.vllm_version):
+            ctx = per * bs
+        else:  # layer-blocks: (G + L) ceil(c/bs) up to the window W, G ceil(c/bs) + L ceil(W/bs) above it
+            G, L, Wb = m.num_global_layers, m.num_local_layers, math.ceil(m.sliding_window / bs)
+            ctx = (per // (G + L)) * bs
+            if ctx >= m.sliding_window:
+                ctx = ((per - L * Wb) // G) * bs if G else MAX_SEARCH
+        ctx = min(ctx, s.max_model_len or m.max_position_embeddings)  # vLLM refuses longer requests
+        return max(0, int(ctx)) if ctx > output else 0
+    need = _need_fn(m, fmt, kv_dtype, spec, engine, s, tp, kv_ways, flash_attention, capacity_bytes, "prompt",
+                    batch, 1, output, draft_kv_bytes)
+    p = largest_int(need, 0.0, 1, MAX_SEARCH, _breaks(m, s, engine, batch, 1, output, "prompt", flash_attention, tp))
+    return p + output if p >= 1 else 0
+
+
+def with_settings(s: EngineSettings, **kw) -> EngineSettings:
+    return replace(s, **kw)

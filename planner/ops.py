@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .architecture import ModelArch
-from .quantization import WeightFormat, activation_bytes, kv_bytes_per_element
+from .quantization import WeightFormat, activation_bytes, kv_bytes_per_token_layer
 
 # compute classes: which peak an op runs at
 MATMUL = "matmul"        # weight GEMMs: the format's compute dtype
@@ -103,7 +103,7 @@ def weight_bytes(m: ModelArch, fmt: WeightFormat) -> float:
 
 def kv_bytes_per_token_per_layer(m: ModelArch, kv_dtype: str) -> float:
     """2 x kv_heads x head_dim x bytes (MHA/GQA/MQA), or (kv_lora_rank + rope_dim) x bytes (MLA)."""
-    return m.kv_elements_per_token_per_layer * kv_bytes_per_element(kv_dtype)
+    return kv_bytes_per_token_layer(m, kv_dtype)  # scales included (planner.quantization)
 
 
 def kv_bytes_per_token(m: ModelArch, kv_dtype: str) -> float:
@@ -126,18 +126,17 @@ def _attention_ops(m: ModelArch, kv_dtype: str, a: float, stage: str, batch, new
     """QK^T, softmax and PV for one layer group (global and sliding-window layers separately)."""
     B, S, P = _f(batch), _f(new), _f(past)
     Hq = m.num_attention_heads
-    kv_el = kv_bytes_per_element(kv_dtype)
     if m.mla:
         # decode runs the absorbed form on the latent cache (scores over kv_lora + rope dims, values over kv_lora);
         # prefill decompresses K/V per head (qk = nope + rope, v = v_head_dim)
         absorbed = stage == "decode"
         d_qk = m.mla.kv_lora_rank + m.mla.qk_rope_head_dim if absorbed else m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim
         d_v = m.mla.kv_lora_rank if absorbed else m.mla.v_head_dim
-        k_tok = m.kv_elements_per_token_per_layer * kv_el  # the latent holds both K and V
+        k_tok = kv_bytes_per_token_layer(m, kv_dtype)  # the latent holds both K and V
         v_tok = 0.0
     else:
         d_qk = d_v = m.head_dim
-        k_tok = v_tok = m.num_kv_heads * m.head_dim * kv_el
+        k_tok = v_tok = kv_bytes_per_token_layer(m, kv_dtype) / 2
     groups = [("", m.num_global_layers, None)]
     if m.sliding_window:
         groups = [("", m.num_global_layers, None), ("_local", m.num_local_layers, m.sliding_window)]
@@ -153,7 +152,7 @@ def _attention_ops(m: ModelArch, kv_dtype: str, a: float, stage: str, batch, new
         new_kv = B * S * (k_tok + v_tok)                    # appended to the cache this step
         q_bytes = B * S * Hq * d_qk * a
         o_bytes = B * S * Hq * d_v * a
-        fresh_kv_act = B * S * (k_tok + v_tok) / kv_el * a if stage == "prefill" else 0.0  # new K/V read as activations
+        fresh_kv_act = B * S * m.kv_elements_per_token_per_layer * a if stage == "prefill" else 0.0  # new K/V read as activations
         score_bytes = 0.0 if flash else pairs * a           # materialized score/probability matrix
         ops.append(OpCost(f"attn_scores{suffix}", stage, count, 2 * pairs * d_qk, 0.0,
                           q_bytes + fresh_kv_act / 2 + score_bytes, kv_read_k, new_kv, ATTENTION, kv_dtype))

@@ -15,6 +15,7 @@ Effective bits per weight (bpw) = bits + scale_bits / group + zero_bits / group:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .errors import PlannerError
@@ -77,8 +78,43 @@ _ALIASES = {"f16": "fp16", "float16": "fp16", "bfloat16": "bf16", "f32": "fp32",
             "int4": "int4-g128", "w4a16": "int4-g128", "w8a16": "int8", "gptq": "gptq-int4", "awq": "awq-int4",
             "q4_k": "q4_k_m", "q5_k": "q5_k_m", "int4_g32": "int4-g32", "fp8-e4m3": "fp8"}
 
-KV_DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
-_KV_ALIASES = {"f16": "fp16", "auto": "fp16", "fp8_e4m3": "fp8", "q8_0": "int8", "q4_0": "int4"}
+@dataclass(frozen=True)
+class KVFormat:
+    """A KV-cache element format with the scales it stores.
+
+    bits: bits per element including block scales (llama.cpp q8_0: 32 x 8-bit + an fp16 scale = 8.5 bits).
+    scale_bytes_per_head: bytes of scale stored per token per KV head for K and for V each (fp8 with per-token
+    scales: one fp32 = 4 B), on top of `bits`; per-tensor scales are a few bytes per layer and count as 0.
+    """
+
+    name: str
+    bits: float
+    scale_bytes_per_head: float = 0.0
+    description: str = ""
+
+
+KV_FORMATS: dict[str, KVFormat] = {f.name: f for f in [
+    KVFormat("fp32", 32, description="fp32"),
+    KVFormat("fp16", 16, description="fp16 (vLLM kv_cache_dtype auto for fp16 models)"),
+    KVFormat("bf16", 16, description="bf16"),
+    KVFormat("fp8", 8, description="fp8 e4m3/e5m2, per-tensor scale (vLLM fp8, TRT-LLM FP8 KV); with MLA: FlashMLA's "
+                                   "fp8 layout, 656 B per token per layer on DeepSeek-V3"),
+    KVFormat("fp8-per-token", 8, 4.0, description="fp8 with one fp32 scale per token per KV head for K and V "
+                                                  "(per-token-head quantization)"),
+    KVFormat("int8", 8, description="int8, per-tensor scale"),
+    KVFormat("int4", 4, description="int4, per-tensor scale"),
+    KVFormat("q8_0", 8.5, description="llama.cpp q8_0 cache: blocks of 32 int8 + fp16 scale (ggml block_q8_0)"),
+    KVFormat("q4_0", 4.5, description="llama.cpp q4_0 cache: blocks of 32 int4 + fp16 scale (ggml block_q4_0)"),
+]}
+
+# bytes per element including block scales (per-token scales depend on head_dim: see kv_bytes_per_token_layer)
+KV_DTYPE_BYTES: dict[str, float] = {k: f.bits / 8 for k, f in KV_FORMATS.items()}
+_KV_ALIASES = {"f16": "fp16", "auto": "fp16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "fp8-e4m3": "fp8",
+               "fp8_per_token": "fp8-per-token"}
+
+# FlashMLA fp8 KV layout (DeepSeek-V3.2 / vLLM 'fp8_ds_mla'): the 512-value latent in fp8 with one fp32 scale per
+# 128 values, the 64 RoPE values kept in bf16: 512 + 4 x 4 + 64 x 2 = 656 bytes per token per layer.
+FLASHMLA_FP8_TILE = 128
 
 
 def weight_format(name: str) -> WeightFormat:
@@ -89,7 +125,7 @@ def weight_format(name: str) -> WeightFormat:
 
 
 def kv_dtype(name: str) -> str:
-    """Normalize a KV-cache dtype name. KV int8/int4/fp8 carry a per-tensor scale (negligible bytes)."""
+    """Normalize a KV-cache dtype name (KV_FORMATS; per-tensor scales count as 0 bytes)."""
     key = _KV_ALIASES.get(name.lower(), name.lower())
     if key not in KV_DTYPE_BYTES:
         raise PlannerError(f"--kv-dtype: unknown dtype '{name}'; allowed: {', '.join(KV_DTYPE_BYTES)}")
@@ -97,7 +133,24 @@ def kv_dtype(name: str) -> str:
 
 
 def kv_bytes_per_element(name: str) -> float:
+    """Bytes per cached element including block scales (not per-token scales, which depend on the head size)."""
     return KV_DTYPE_BYTES[kv_dtype(name)]
+
+
+def kv_bytes_per_token_layer(m, name: str) -> float:
+    """Bytes one token adds to one layer's cache, scales included.
+
+    MHA/GQA/MQA: 2 x kv_heads x (head_dim x bits / 8 + scale_bytes_per_head)
+    MLA:         (kv_lora_rank + rope_dim) x bits / 8; fp8 uses FlashMLA's layout:
+                 kv_lora_rank x 1 + kv_lora_rank / 128 x 4 (fp32 tile scales) + rope_dim x 2 (bf16) = 656 on DeepSeek-V3
+    """
+    f = KV_FORMATS[kv_dtype(name)]
+    if m.mla is not None:
+        r, rope = m.mla.kv_lora_rank, m.mla.qk_rope_head_dim
+        if f.name.startswith("fp8"):
+            return r * 1.0 + math.ceil(r / FLASHMLA_FP8_TILE) * 4.0 + rope * 2.0
+        return (r + rope) * f.bits / 8
+    return 2 * m.num_kv_heads * (m.head_dim * f.bits / 8 + f.scale_bytes_per_head)
 
 
 def activation_bytes(fmt: WeightFormat) -> float:

@@ -33,10 +33,15 @@ def estimate_text(e: Estimate) -> str:
         f"  KV cache     {m.kv_cache_gb:10.2f} GB   ({kv.bytes_per_token:,.0f} B/token, {kv.gb_per_sequence:.3f} GB/sequence)",
         f"  activations  {m.activations_gb:10.2f} GB",
         f"  overhead     {m.overhead_gb:10.2f} GB",
-        f"  total        {m.total_gb:10.2f} GB of {m.capacity_gb:.2f} GB usable ({m.device_memory_gb:g} GB on device)",
+        f"  total        {m.total_gb:10.2f} GB of {m.budget_gb if m.budget_gb is not None else m.capacity_gb:.2f} GB "
+        f"{m.budget_label} ({m.device_memory_gb:g} GB on device)",
         f"  largest batch at this context: {m.max_batch_at_context}; longest context at this batch: "
-        f"{m.max_context_at_batch:,} tokens (model maximum {m.model_max_context:,})",
+        f"{m.max_context_at_batch:,} tokens, prompt + {e.output} output (model maximum {m.model_max_context:,})",
     ]
+    if e.host_pool is not None:
+        hp = e.host_pool
+        lines.append(f"  host pool    {hp.capacity_gb:10.2f} GB {hp.type or ''} at {hp.bandwidth_gbs:g} GB/s, "
+                     f"{hp.link_gbs:g} GB/s link (reported; fit uses device memory)")
     if e.engine.engine != "none":
         lines.append(f"  {e.engine.engine}: KV pool {e.engine.kv_pool_gb:.2f} GB, holds {e.engine.max_concurrency:.1f} "
                      f"sequences of {e.prompt + e.output} tokens ({e.engine.rule})")

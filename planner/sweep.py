@@ -14,10 +14,10 @@ import numpy as np
 from .architecture import ModelArch, load_model
 from .efficiency import resolve_efficiency
 from .errors import PlannerError
-from .hardware import HardwareSpec, load_hardware, runtime_overhead_gb
+from .hardware import HardwareSpec, load_hardware
 from .latency import decode_step_time_s, decode_sum_s, prefill_time_s
-from .memory import activation_bytes_peak
-from .ops import ATTENTION, MATMUL, VECTOR, kv_bytes_per_sequence, weight_bytes
+from .memory import need_bytes, runtime_overhead_bytes
+from .ops import ATTENTION, MATMUL, VECTOR
 from .quantization import kv_dtype as norm_kv, weight_format
 from .roofline import capable_units, device_model, unit_request_proxy_s
 from .units import GB
@@ -44,7 +44,9 @@ class _StackedDevice:
 
 
 def _stack(devs) -> _StackedDevice:
-    shape = (len(devs), 1, 1)
+    # devices x (1) x batch x prompt x output: one spare axis, so that decode's trailing axis of integration samples
+    # (added to batch, prompt and output) still leaves the devices leading
+    shape = (len(devs), 1, 1, 1, 1)
     peaks = {c: np.array([d.eff_peak_flops[c] for d in devs]).reshape(shape) for c in (MATMUL, ATTENTION, VECTOR)}
     return _StackedDevice(
         peaks, np.array([d.eff_bandwidth_bytes_s for d in devs]).reshape(shape),
@@ -80,8 +82,14 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
     specs = [h if isinstance(h, HardwareSpec) else load_hardware(h) for h in hardware]
     archs = [m if isinstance(m, ModelArch) else load_model(m) for m in models]
     fmts = [weight_format(f) for f in formats]
-    grid = np.array(list(itertools.product(batches, prompts, outputs)), dtype=np.float64)
-    B, P, O = grid[:, 0], grid[:, 1], grid[:, 2]
+    # One axis per grid dimension, broadcast only where an operator needs it: weight GEMMs depend on the batch
+    # alone, so they are timed once per batch size, attention over batch x context; the flat grid is built last.
+    nb, npr, no = len(batches), len(prompts), len(outputs)
+    B = np.asarray(batches, dtype=np.float64).reshape(nb, 1, 1)
+    P = np.asarray(prompts, dtype=np.float64).reshape(1, npr, 1)
+    O = np.asarray(outputs, dtype=np.float64).reshape(1, 1, no)
+    full = (nb, npr, no)
+    flat_B, flat_P, flat_O = (np.broadcast_to(x, full).ravel() for x in (B, P, O))
     frames = []
     for m, fmt in itertools.product(archs, fmts):
         # every (device, capable unit) pair is timed; each device then keeps, per configuration, the unit that
@@ -100,7 +108,7 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
                 continue  # the runtime profile does not cover this device's class: no rows
             first = len(devs)
             devs += [device_model(spec, u, fmt, eff) for u, eff in zip(units, effs)]
-            proxy = np.stack([unit_request_proxy_s(spec, u, fmt, P, O) for u in units])
+            proxy = np.stack([np.broadcast_to(unit_request_proxy_s(spec, u, fmt, P, O), full).ravel() for u in units])
             pick.append(first + np.argmin(proxy, axis=0))
             keep.append(spec)
         if not devs:
@@ -108,30 +116,33 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
         sd = _stack(devs)
         D = len(devs)
         H = len(keep)
-        cols = np.arange(grid.shape[0])
+        n = nb * npr * no
+        cols = np.arange(n)
         rows = np.stack(pick)  # (H, N) index into devs
 
         def chosen(x):
-            return x.reshape(D, -1)[rows, cols]
+            x = np.asarray(x)
+            if x.ndim == 5:  # (D, 1, batch, prompt, output): drop the spare axis
+                x = x.reshape((x.shape[0],) + x.shape[2:])
+            return np.broadcast_to(x, (D,) + full).reshape(D, -1)[rows, cols]
         ttft = chosen(prefill_time_s(m, fmt, kvd, sd, B, P, 0, flash_attention))
         dsum = chosen(decode_sum_s(m, fmt, kvd, sd, B, P, O, flash_attention))
         d_first = chosen(decode_step_time_s(m, fmt, kvd, sd, B, P, flash_attention))
-        tpot = np.where(O > 1, dsum / np.maximum(O - 1, 1), d_first)
-        need = (weight_bytes(m, fmt) + B * kv_bytes_per_sequence(m, kvd, P + O)
-                + activation_bytes_peak(m, fmt, B, P, 0, flash_attention))
+        Bf, Pf, Of = flat_B, flat_P, flat_O
+        tpot = np.where(Of > 1, dsum / np.maximum(Of - 1, 1), d_first)
+        need = need_bytes(m, fmt, kvd, Bf, Pf, Of, flash_attention)
         cap = np.array([s.usable_capacity_gb * GB for s in keep])[:, None]
-        ovh = np.array([runtime_overhead_gb(s) * GB for s in keep])[:, None]
+        ovh = np.array([runtime_overhead_bytes(s, m, fmt) for s in keep])[:, None]
         total = need[None, :] + ovh
         fits = total <= cap
-        n = grid.shape[0]
         frames.append(pd.DataFrame({
             "model": np.repeat(m.name, H * n), "hardware": np.repeat([s.id for s in keep], n),
             "unit": np.array([d.unit for d in devs])[rows].ravel(), "weights": fmt.name, "kv_dtype": kvd,
-            "batch": np.tile(B, H).astype(int), "prompt": np.tile(P, H).astype(int), "output": np.tile(O, H).astype(int),
+            "batch": np.tile(Bf, H).astype(int), "prompt": np.tile(Pf, H).astype(int), "output": np.tile(Of, H).astype(int),
             "fits": fits.ravel(), "total_gb": (total / GB).ravel(), "capacity_gb": np.repeat(cap[:, 0] / GB, n),
             "ttft_ms": np.where(fits, ttft * 1e3, np.nan).ravel(),
             "tpot_ms": np.where(fits, tpot * 1e3, np.nan).ravel(),
-            "decode_tok_s_total": np.where(fits, B / tpot, np.nan).ravel(),
+            "decode_tok_s_total": np.where(fits, Bf / tpot, np.nan).ravel(),
             "e2e_s": np.where(fits, ttft + dsum, np.nan).ravel(),
         }))
     if not frames:

@@ -7,6 +7,7 @@ documents); the relative tolerance only absorbs the vendor's own rounding.
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 
@@ -33,7 +34,15 @@ APPLE = [
 ]
 PHONES_LAPTOPS = ["snapdragon-8-gen3", "snapdragon-8-elite", "dimensity-9300", "core-ultra-5-226v", "apple-a17-pro", "tensor-g4"]
 CPU = ["x86-server-cpu"]
-REQUIRED = NVIDIA_DATACENTER + AMD_DATACENTER + CONSUMER + EDGE + APPLE + PHONES_LAPTOPS + CPU
+# issue 9: the devices people run today
+NEW_NVIDIA_DATACENTER = ["gh200", "gh200-144gb", "gb300", "h100-nvl", "h200-nvl", "h800", "a800", "h20", "l20"]
+NEW_OTHER = [
+    "rtx-pro-6000-blackwell", "rtx-5080", "rtx-5070-ti", "rtx-5060-ti-16gb", "rtx-2080-ti", "rtx-3060-8gb",
+    "ryzen-ai-max-395", "rx-7900-xtx", "mi325x", "mi355x", "gaudi-3", "arc-pro-b60", "arc-b580", "core-ultra-7-258v",
+    "snapdragon-x-elite", "jetson-orin-nano-super", "jetson-thor", "tpu-v5e", "tpu-v6e",
+]
+REQUIRED = (NVIDIA_DATACENTER + AMD_DATACENTER + CONSUMER + EDGE + APPLE + PHONES_LAPTOPS + CPU
+            + NEW_NVIDIA_DATACENTER + NEW_OTHER)
 
 # Rounding in the vendors' own tables (e.g. 1978.9 vs 2 x 989.4) stays well under this.
 REL = 1e-3
@@ -63,6 +72,45 @@ def test_required_ids_exist(catalog):
         ("dgx-spark", "fp4", 500),
         # NVIDIA H200 Datasheet: 4.8 TB/s
         ("h200-sxm", "bandwidth", 4800),
+        # NVIDIA H100 Datasheet, H100 NVL column: 3.9 TB/s; FP8 3,341 TFLOPS with sparsity -> 1,670.5 dense
+        ("h100-nvl", "bandwidth", 3900),
+        ("h100-nvl", "fp8", 3341 / 2),
+        # NVIDIA GH200 datasheet: 96 GB HBM3 at 4 TB/s; BF16 1,979 with sparsity -> 989.4 dense (H100 whitepaper)
+        ("gh200", "bandwidth", 4000),
+        ("gh200", "bf16", 989.4),
+        # GB300 NVL72: 576 TB/s and 1,080 PF dense FP4 per 72 GPUs
+        ("gb300", "bandwidth", 576e3 / 72),
+        ("gb300", "fp4", 1080e3 / 72),
+        # NVIDIA RTX Blackwell whitepaper, RTX 5080: 30 Gbps x 256-bit / 8 = 960 GB/s; FP4 1,801 sparse -> 900.4
+        ("rtx-5080", "bandwidth", 30 * 256 / 8),
+        ("rtx-5080", "fp4", 1801 / 2),
+        # GeForce half rate: RTX 5070 Ti 1,406 sparse-FP4 AI TOPS -> fp16 (FP32 accumulate) = 1406 / 16
+        ("rtx-5070-ti", "fp16", 1406 / 16),
+        # Turing whitepaper, RTX 2080 Ti: FP16 tensor with FP32 accumulate 53.8 (reference board)
+        ("rtx-2080-ti", "fp16", 53.8),
+        # AMD data sheets list dense: MI325X FP16 1,307.4 at 6 TB/s; MI355X FP8 5.0 PF at 8 TB/s
+        ("mi325x", "bf16", 1307.4),
+        ("mi325x", "bandwidth", 6000),
+        ("mi355x", "fp8", 5033.2),
+        # AMD RX 7900 XTX: 122.8 TFLOPS FP16; 20 Gbps x 384-bit / 8 = 960 GB/s
+        ("rx-7900-xtx", "fp16", 122.8),
+        ("rx-7900-xtx", "bandwidth", 20 * 384 / 8),
+        # Strix Halo: LPDDR5X-8000 x 256-bit / 8 = 256 GB/s
+        ("ryzen-ai-max-395", "bandwidth", 8000 * 256 / 8 / 1000),
+        # Intel Gaudi 3 white paper: 3.7 TB/s, 1,835 TFLOPS BF16
+        ("gaudi-3", "bandwidth", 3700),
+        ("gaudi-3", "bf16", 1835),
+        # Intel Arc B580: 19 Gbps x 192-bit / 8 = 456 GB/s; 233 INT8 TOPS
+        ("arc-b580", "bandwidth", 19 * 192 / 8),
+        ("arc-b580", "int8", 233),
+        # Google Cloud TPU docs: v5e 819 GB/s, 197 BF16 TFLOPS; v6e 1,640 GB/s, 918 BF16 TFLOPS
+        ("tpu-v5e", "bandwidth", 819),
+        ("tpu-v5e", "bf16", 197),
+        ("tpu-v6e", "bandwidth", 1640),
+        ("tpu-v6e", "bf16", 918),
+        # Jetson Orin Nano Super: 102 GB/s; 67 INT8 TOPS sparse -> 33.5 dense
+        ("jetson-orin-nano-super", "bandwidth", 102),
+        ("jetson-orin-nano-super", "int8", 67 / 2),
     ],
 )
 def test_published_facts(catalog, hw_id, field, expected):
@@ -76,7 +124,8 @@ def test_geforce_fp16_is_the_fp32_accumulate_half_rate(catalog):
     assert catalog["rtx-4090"].units[0].peak_tflops["fp16"] == pytest.approx(330.3 / 2, rel=REL)
 
 
-@pytest.mark.parametrize("hw_id", NVIDIA_DATACENTER)
+# GB300 is left out: Blackwell Ultra cut INT8 to 23 POPS sparse per rack (NVIDIA GB300 NVL72 page)
+@pytest.mark.parametrize("hw_id", NVIDIA_DATACENTER + [i for i in NEW_NVIDIA_DATACENTER if i != "gb300"])
 def test_nvidia_datacenter_int8_is_twice_fp16(catalog, hw_id):
     """Dense Ampere/Ada/Hopper/Blackwell tensor cores run INT8 at 2x FP16; a sparse figure left in breaks this.
 
@@ -87,7 +136,8 @@ def test_nvidia_datacenter_int8_is_twice_fp16(catalog, hw_id):
         assert peaks["int8"] == pytest.approx(2 * peaks["fp16"], rel=0.02)
 
 
-@pytest.mark.parametrize("hw_id", NVIDIA_DATACENTER + AMD_DATACENTER)
+@pytest.mark.parametrize("hw_id", NVIDIA_DATACENTER + AMD_DATACENTER + ["gh200", "h100-nvl", "h200-nvl", "h800", "a800",
+                                                                     "h20", "l20", "mi325x", "mi355x", "gaudi-3"])
 def test_datacenter_gpus_have_price_and_interconnect(catalog, hw_id):
     spec = catalog[hw_id]
     assert spec.price is not None and spec.interconnect is not None
@@ -135,3 +185,209 @@ def test_negative_bandwidth_is_an_error():
     bad["memory"]["bandwidth_gbs"] = -1
     with pytest.raises(PlannerError, match="bandwidth_gbs"):
         parse_hardware(bad, "fixture")
+
+
+def test_every_soc_caps_usable_fraction(catalog):
+    for spec in catalog.values():
+        if spec.kind == "soc":
+            assert spec.memory.usable_fraction < 1, spec.id
+
+
+# ---------------------------------------------------------------- issue 10: the capacity the runtime sees
+
+GIB_PER_GB = 2**30 / 1e9  # 1.073741824
+
+
+def test_every_device_records_visible_capacity_with_source(catalog):
+    """Memory is built from power-of-two dies, so a runtime never sees more than the marketed figure read as GiB;
+    ECC on GDDR takes 1/16 (A10: nvidia-smi 23028 of 24576 MiB), so it never sees less than 15/16 of the GB."""
+    for spec in catalog.values():
+        m = spec.memory
+        assert m.visible_gb is not None and m.visible_source, spec.id
+        assert 15 / 16 * m.capacity_gb <= m.visible_gb <= m.capacity_gb * GIB_PER_GB + 0.005, spec.id
+        assert spec.usable_capacity_gb == pytest.approx(m.visible_gb * m.usable_fraction, rel=1e-12)
+
+
+@pytest.mark.parametrize(("hw_id", "visible_gb"), [
+    ("h100-sxm", 85.0),         # CUDA exposes ~79.2 GiB = 85.0e9 B of the "80 GB" (issue 10)
+    ("a100-40gb-sxm", 42.30),   # deviceQuery 42,298,834,944 B (bottlerocket-os/bottlerocket PR #3873)
+    ("l4", 23034 * 2**20 / 1e9 * 0.994),  # ECC-on GDDR: nvidia-smi 23034 MiB, x 0.994 as H100 -> 24.01, ~decimal
+    ("mi300x", 205.82),         # rocm-smi 205,822,885,888 B
+])
+def test_visible_capacity_of_anchor_devices(catalog, hw_id, visible_gb):
+    assert catalog[hw_id].memory.visible_gb == pytest.approx(visible_gb, abs=0.01)
+
+
+def test_llama_3_1_70b_fp8_fits_one_h100_with_vllm():
+    """Issue 10: 'does not fit' while the marketed 80e9 B was the capacity; fits with the 85.0e9 B CUDA exposes.
+
+    By hand, vLLM keeps gpu_memory_utilization 0.9 of 85.0e9 = 76.5e9 B. Weights: 70.55e9 params of which the
+    embedding and LM head are 2 x 128,256 x 8,192 = 2.101e9 in fp16 (4.203e9 B); the other 68.45e9 in fp8 with
+    per-channel scales (8.008 bits) = 68.52e9 B; 72.72e9 B in all. vLLM V1's profiling run of 8,192 tokens: MLP live
+    set 8,192 x (2 x 8,192 + 3 x 28,672) x 2 B = 1.677e9 B, plus the sampler's 3 fp32 copies of [256 sequences,
+    128,256 vocabulary] = 0.394e9 B. KV pool = 76.5e9 - 72.72e9 - 2.071e9 - runtime overhead (0.8e9 context + the
+    CUDA-graph pool, planner.memory.runtime_overhead_bytes) = 0.9e9 B > 0. Against the marketed 80e9 x 0.9 = 72e9 B
+    the weights alone did not fit.
+    """
+    from planner.estimate import estimate
+
+    e = estimate("llama-3.1-70b", "h100-sxm", "fp8", batch=1, prompt=512, output=128, engine="vllm")
+    assert e.memory.capacity_gb == pytest.approx(85.0)
+    assert e.memory.weights_gb == pytest.approx(72.72, rel=2e-3)
+    act = 8192 * (2 * 8192 + 3 * 28672) * 2 + 3 * 256 * 128256 * 4
+    pool = 85.0e9 * 0.9 - e.memory.weights_gb * 1e9 - act - e.memory.overhead_gb * 1e9
+    assert pool > 0 and e.engine.fits and e.memory.fits
+    assert e.engine.kv_pool_gb == pytest.approx(pool / 1e9, rel=0.01)
+    assert 80e9 * 0.9 < e.memory.weights_gb * 1e9  # the old capacity could not even hold the weights
+
+
+def test_unified_memory_uses_visible_times_usable_fraction(catalog):
+    # DGX Spark: CUDA reports 119.7 GiB = 128.53e9 B; usable_fraction 0.9
+    assert catalog["dgx-spark"].usable_capacity_gb == pytest.approx(128.53 * 0.9)
+
+
+# ---------------------------------------------------------------- issue 9: second memory pool, unpublished figures
+
+
+def test_gh200_has_two_memory_pools_and_fit_uses_hbm(catalog):
+    from planner.estimate import estimate
+
+    spec = catalog["gh200"]
+    # GH200 datasheet: 96 GB HBM3 at 4 TB/s; up to 480 GB LPDDR5X at 512 GB/s; NVLink-C2C 900 GB/s
+    assert (spec.memory.capacity_gb, spec.memory.bandwidth_gbs) == (96, 4000)
+    hp = spec.memory.host_pool
+    assert (hp.capacity_gb, hp.bandwidth_gbs, hp.link_gbs) == (480, 512, 900)
+    e = estimate("llama-3.1-8b", "gh200", "bf16", batch=1, prompt=512, output=128)
+    assert e.memory.capacity_gb == pytest.approx(spec.memory.visible_gb)  # the HBM pool only
+    assert e.host_pool is not None and e.host_pool.capacity_gb == 480
+    assert estimate("llama-3.1-8b", "h100-sxm", "bf16").host_pool is None
+
+
+def test_estimates_on_unpublished_figures_carry_a_warning():
+    from planner.estimate import estimate
+
+    e = estimate("llama-3.1-8b", "rtx-5070-ti", "bf16", batch=1, prompt=512, output=128)
+    warned = [w for w in e.warnings if "does not publish" in w]
+    assert len(warned) == 1 and "units.gpu.peak_tflops.fp16" in warned[0]
+    assert not [w for w in estimate("llama-3.1-8b", "h100-sxm", "bf16").warnings if "does not publish" in w]
+
+
+def test_unpublished_figures_of_other_units_are_not_warned(catalog):
+    spec = catalog["snapdragon-x-elite"]
+    npu = spec.unit("hexagon")
+    fields = [i.field for i in spec.unpublished_for(npu)]
+    assert "units.cpu.peak_tflops.fp32" not in fields and "power.tdp_w" in fields
+
+
+def test_unpublished_must_name_a_value():
+    bad = copy.deepcopy(_VALID)
+    bad["unpublished"] = [{"field": "units.gpu.peak_tflops.fp8", "reason": "not in the file"}]
+    with pytest.raises(PlannerError, match="unpublished"):
+        parse_hardware(bad, "fixture")
+
+
+# ---------------------------------------------------------------- issue 15: hostile spec files
+
+_HOSTILE_BASE = """id: toy-gpu
+name: Toy GPU
+kind: gpu
+vendor: Test
+memory:
+  capacity_gb: {capacity}
+  bandwidth_gbs: {bandwidth}
+  source: test fixture
+units:
+  - name: gpu
+    kind: gpu
+    peak_tflops: {{fp16: {fp16}}}
+    source: test fixture
+"""
+
+
+@pytest.mark.parametrize(("field", "text"), [
+    ("capacity_gb", ".inf"),
+    ("capacity_gb", "-.inf"),
+    ("capacity_gb", ".nan"),
+    ("capacity_gb", "nan"),         # a string: no number
+    ("capacity_gb", "1e400"),       # overflows to inf
+    ("capacity_gb", "1.0e+400"),
+    ("capacity_gb", "-8"),
+    ("capacity_gb", "0"),
+    ("capacity_gb", "1e-320"),      # subnormal
+    ("capacity_gb", "12:30"),       # YAML 1.1 base 60 (PyYAML: 750): refused, not read as 750
+    ("capacity_gb", "012"),         # YAML 1.1 octal (PyYAML: 10): refused
+    ("capacity_gb", '"80"'),        # a quoted string
+    ("capacity_gb", "true"),
+    ("capacity_gb", "2e5"),         # 200 TB on one device: above the bound
+    ("bandwidth_gbs", ".inf"),
+    ("bandwidth_gbs", "2e6"),
+    ("fp16", ".inf"),
+    ("fp16", "1e7"),
+    ("fp16", "-1"),
+])
+def test_hostile_numbers_are_one_line_naming_the_field(tmp_path, field, text):
+    values = {"capacity": 8, "bandwidth": 100, "fp16": 10}
+    values[{"capacity_gb": "capacity", "bandwidth_gbs": "bandwidth", "fp16": "fp16"}[field]] = text
+    path = tmp_path / "toy-gpu.yaml"
+    path.write_text(_HOSTILE_BASE.format(**values))
+    with pytest.raises(PlannerError) as err:
+        load_hardware(str(path))
+    msg = str(err.value)
+    assert "\n" not in msg and field in msg, msg
+
+
+def test_plain_decimal_numbers_still_load(tmp_path):
+    path = tmp_path / "toy-gpu.yaml"
+    path.write_text(_HOSTILE_BASE.format(capacity="1_024", bandwidth="1e3", fp16="12.5"))
+    spec = load_hardware(str(path))
+    assert (spec.memory.capacity_gb, spec.memory.bandwidth_gbs, spec.units[0].peak_tflops["fp16"]) == (1024, 1000, 12.5)
+
+
+@pytest.mark.parametrize(("section", "key", "value"), [
+    ("efficiency", "bandwidth_fraction", float("inf")),
+    ("efficiency", "compute_fraction", 1.5),
+    ("efficiency", "kernel_overhead_us", -1.0),
+    ("efficiency", "step_overhead_ms", float("nan")),
+    ("memory", "usable_fraction", 0.0),
+    ("memory", "visible_gb", 1e9),
+    ("power", "tdp_w", float("inf")),
+    ("price", "usd_per_hour", -2.0),
+    ("interconnect", "bidirectional_gbs", float("inf")),
+])
+def test_every_section_refuses_non_finite_or_out_of_range(section, key, value):
+    bad = copy.deepcopy(_VALID)
+    extra = {"efficiency": {"bandwidth_fraction": 0.8, "compute_fraction": 0.7},
+             "power": {"tdp_w": 100, "source": "test"}, "price": {"usd_per_hour": 1.0, "source": "test"},
+             "interconnect": {"kind": "pcie", "bidirectional_gbs": 64, "source": "test"}}
+    if section in extra:
+        bad[section] = extra[section]
+    bad[section][key] = value
+    if key == "visible_gb":
+        bad["memory"]["visible_source"] = "test"
+    with pytest.raises(PlannerError) as err:
+        parse_hardware(bad, "fixture")
+    assert f"{section}.{key}" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_cli_hostile_spec_is_exit_2_with_one_error_line(tmp_path, capsys):
+    from planner.cli import main
+
+    path = tmp_path / "toy-gpu.yaml"
+    path.write_text(_HOSTILE_BASE.format(capacity=".inf", bandwidth=100, fp16=10))
+    code = main(["estimate", "-m", "llama-2-7b", "-H", str(path), "--json"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error:") and "memory.capacity_gb" in err[0]
+    assert not math.isinf(load_hardware("h100-sxm").memory.capacity_gb)
+
+
+def test_hardware_list_shows_the_new_devices_with_usable_capacity(capsys):
+    import json
+
+    from planner.cli import main
+
+    assert main(["hardware", "list", "--json"]) == 0
+    rows = {r["id"]: r for r in json.loads(capsys.readouterr().out)}
+    assert set(NEW_NVIDIA_DATACENTER + NEW_OTHER) <= set(rows)
+    # H100 SXM: 85.0 GB visible x usable_fraction 1.0; RTX 5070 Ti rests on 3 unpublished figures
+    assert rows["h100-sxm"]["usable_gb"] == "85.0" and rows["h100-sxm"]["unpublished"] == ""
+    assert rows["rtx-5070-ti"]["unpublished"] == "3"

@@ -8,7 +8,22 @@ Norms are replicated. Activation traffic is taken as split t ways (the replicate
 GEMM is small next to its weight read). Per layer, two all-reduces (after attention and after the MLP) of
 T x hidden x 2 bytes (T tokens in the step), each timed as a ring all-reduce (Patarasuk & Yuan 2009):
 
-  t_allreduce = 2 (t - 1) / t x bytes / per-direction link bandwidth + per-collective latency
+  t_allreduce = 2 (t - 1) / t x bytes / B(t) + per-collective latency
+
+B(t), the bandwidth each GPU of a t-GPU group drives in one direction, depends on the node's topology:
+  switch  NVLink through NVSwitch (DGX/HGX): every GPU reaches any other at its full per-direction bandwidth,
+          whatever t: B(t) = per-direction bandwidth (H100 SXM: 900 GB/s bidirectional -> 450 GB/s).
+  mesh    AMD Infinity Fabric (MI300X platform): fully connected, each GPU pair shares ONE link (MI300X:
+          128 GB/s bidirectional = 64 GB/s per direction). A group of t GPUs has t - 1 links per GPU among its
+          members, and RCCL spreads the all-reduce over them: B(t) = (t - 1) x per-link bandwidth
+          (TP2: 64 GB/s, TP4: 192 GB/s, TP8: 448 GB/s). AMD Instinct MI300X Platform data sheet; ROCm "MI300X
+          workload optimization" (xGMI links, 64 GB/s per direction each).
+  bus     PCIe-only cards (GeForce, L4, L40S without NVLink): each card has one x16 link to the host's switch or
+          root complex; a ring uses it in both directions at once: B(t) = the card's PCIe per-direction bandwidth
+          (Gen4 x16 32 GB/s, Gen5 x16 64 GB/s). GeForce cards have no peer-to-peer over PCIe since the RTX 40
+          series, so NCCL stages through host memory; the same link bounds it.
+Between nodes (pipeline hand-offs), the network: one InfiniBand or RoCE NIC per GPU on DGX/HGX and MI300X
+platforms (400 Gb/s = 50 GB/s per direction), a point-to-point send at bytes / NIC bandwidth + latency.
 
 With t = 1 the operator costs are unchanged and no collective is added: the single-device estimate exactly.
 
@@ -32,6 +47,7 @@ import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -47,7 +63,8 @@ NODES_DIR = SPECS_DIR / "nodes"
 
 # per-collective latency by link kind (us); see the module docstring
 COLLECTIVE_LATENCY_US = {"nvlink": 8.0, "nvlink-c2c": 8.0, "infinity-fabric": 10.0, "pcie": 20.0,
-                         "ethernet": 25.0, "infiniband": 25.0, "thunderbolt": 25.0, "none": 0.0}
+                         "ethernet": 25.0, "roce": 25.0, "infiniband": 25.0, "thunderbolt": 25.0, "none": 0.0}
+TOPOLOGY_OF_KIND = {"nvlink": "switch", "nvlink-c2c": "switch", "infinity-fabric": "mesh", "pcie": "bus"}
 COLLECTIVE_LATENCY_SOURCE = ("order-of-magnitude small-message all-reduce times from nccl-tests all_reduce_perf: "
                              "~5-10 us NVLink/NVSwitch, tens of us over PCIe or a network")
 
@@ -59,20 +76,28 @@ class Link:
     kind: str
     per_direction_gbs: float
     latency_us: float
+    topology: str = "switch"           # switch, mesh or bus (module docstring)
+    per_link_gbs: float | None = None  # mesh: one pair's link, one direction
+
+    def group_gbs(self, degree: int) -> float:
+        """B(t): per-direction bandwidth each GPU of a t-GPU group drives in a collective (module docstring)."""
+        if self.topology == "mesh" and self.per_link_gbs:
+            return min(self.per_direction_gbs, self.per_link_gbs * max(degree - 1, 1))
+        return self.per_direction_gbs
 
     def allreduce_time_s(self, n_bytes, degree: int):
-        """Ring all-reduce: 2 (t-1)/t x bytes / bandwidth + latency; 0 for t = 1."""
+        """Ring all-reduce: 2 (t-1)/t x bytes / B(t) + latency; 0 for t = 1."""
         if degree <= 1:
             return np.zeros_like(np.asarray(n_bytes, dtype=np.float64))
         if self.per_direction_gbs <= 0:
             raise PlannerError(f"tensor parallelism {degree} needs a link between devices; {self.kind} has none")
         b = np.asarray(n_bytes, dtype=np.float64)
-        return 2.0 * (degree - 1) / degree * b / (self.per_direction_gbs * 1e9) + self.latency_us * 1e-6
+        return 2.0 * (degree - 1) / degree * b / (self.group_gbs(degree) * 1e9) + self.latency_us * 1e-6
 
     def send_time_s(self, n_bytes):
-        """Point-to-point transfer (pipeline hand-off): bytes / bandwidth + latency."""
+        """Point-to-point transfer (pipeline hand-off): bytes / bandwidth of one path (a mesh: one link) + latency."""
         b = np.asarray(n_bytes, dtype=np.float64)
-        return b / (self.per_direction_gbs * 1e9) + self.latency_us * 1e-6
+        return b / (self.group_gbs(2) * 1e9) + self.latency_us * 1e-6
 
 
 # ---------------------------------------------------------------- nodes
@@ -81,9 +106,17 @@ class Link:
 class _LinkSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: str
-    per_direction_gbs: float = Field(gt=0, description="per GPU, one direction, GB/s")
-    latency_us: float | None = Field(None, ge=0)
+    per_direction_gbs: float = Field(gt=0, le=1e5, allow_inf_nan=False, description="per GPU, one direction, GB/s")
+    topology: Literal["switch", "mesh", "bus"] | None = Field(None, description="default: from the kind")
+    per_link_gbs: float | None = Field(None, gt=0, le=1e5, allow_inf_nan=False,
+                                       description="mesh: one GPU pair's link, one direction, GB/s")
+    latency_us: float | None = Field(None, ge=0, le=1e6, allow_inf_nan=False)
     source: str = Field(min_length=3)
+
+    def link(self) -> Link:
+        return Link(self.kind, self.per_direction_gbs, self.latency_us if self.latency_us is not None
+                    else COLLECTIVE_LATENCY_US.get(self.kind, 25.0),
+                    self.topology or TOPOLOGY_OF_KIND.get(self.kind, "bus"), self.per_link_gbs)
 
 
 class NodeSpec(BaseModel):
@@ -100,16 +133,11 @@ class NodeSpec(BaseModel):
     notes: str | None = None
 
     def intra_link(self) -> Link:
-        s = self.intra_node
-        return Link(s.kind, s.per_direction_gbs, s.latency_us if s.latency_us is not None
-                    else COLLECTIVE_LATENCY_US.get(s.kind, 25.0))
+        """The link inside the node; its allreduce_time_s applies the topology's B(t) for the group size."""
+        return self.intra_node.link()
 
     def inter_link(self) -> Link | None:
-        s = self.inter_node
-        if s is None:
-            return None
-        return Link(s.kind, s.per_direction_gbs, s.latency_us if s.latency_us is not None
-                    else COLLECTIVE_LATENCY_US.get(s.kind, 25.0))
+        return None if self.inter_node is None else self.inter_node.link()
 
 
 @lru_cache(maxsize=1)
@@ -135,7 +163,8 @@ def node_for(spec: HardwareSpec) -> NodeSpec:
     """The node file whose `hardware` is this device, else one derived from the spec's interconnect.
 
     Derived: a GPU with NVLink, Infinity Fabric or PCIe goes 8 to a node over that link (per direction = half the
-    bidirectional figure); anything else (SoCs, CPUs, devices without an interconnect) is a node of one.
+    bidirectional figure); Infinity Fabric is taken as a fully connected mesh of 8 (each pair one link of
+    per-direction / 7); anything else (SoCs, CPUs, devices without an interconnect) is a node of one.
     """
     for n in load_nodes().values():
         if n.hardware == spec.id:
@@ -145,7 +174,9 @@ def node_for(spec: HardwareSpec) -> NodeSpec:
         src = f"derived from {spec.id}'s interconnect ({ic.kind} {ic.bidirectional_gbs:g} GB/s bidirectional)"
         return NodeSpec(id=f"{spec.id}-x8", name=f"8 x {spec.name}", hardware=spec.id,
                         gpus_per_node=DEFAULT_PCIE_GPUS_PER_NODE,
-                        intra_node=_LinkSpec(kind=ic.kind, per_direction_gbs=ic.per_direction_gbs, source=src),
+                        intra_node=_LinkSpec(kind=ic.kind, per_direction_gbs=ic.per_direction_gbs, source=src,
+                                             per_link_gbs=(ic.per_direction_gbs / (DEFAULT_PCIE_GPUS_PER_NODE - 1)
+                                                           if ic.kind == "infinity-fabric" else None)),
                         inter_node=_LinkSpec(kind="ethernet", per_direction_gbs=DEFAULT_NETWORK.per_direction_gbs,
                                              source="assumed 100 Gb/s Ethernet per node shared by 8 devices"),
                         source=src)

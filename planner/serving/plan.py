@@ -18,11 +18,27 @@ on-device preset):
      runs simulate a fifth of the requests, and the answer is confirmed with the full count. Bisection stops
      when its bracket is within 5% of the replica count (the answer returned always met the targets). The search stops when no remaining candidate
      can need fewer GPUs. The chosen configuration met the SLOs in its own simulation (same seed).
-Costs: GPUs x price per GPU-hour (the spec's price, or --price overrides); per million output tokens at the offered
-rate. Energy per output token = GPUs x TDP / output tokens per second (an upper bound: every device at TDP);
-on one device (on-device preset) TDP x mean request time / mean output tokens (the energy while it generates).
+Costs: GPUs x price per GPU-hour (the spec's price, or --price overrides). Per million tokens at the offered rate,
+so that plans compare with API prices: the fleet's hour is split between prefill and decode work in proportion to
+the time the mean request spends in each on the chosen engine, f_in = t_prefill / (t_prefill + t_decode) with
+t_prefill = prefill(mean prompt) and t_decode = (mean output - 1) x step(b) / b (b = the simulated mean batch while
+busy, each sequence paying 1/b of a batched step); then
+  $/M input = usd_h x f_in / (input tok/s x 3600) x 1e6,   $/M output = usd_h x (1 - f_in) / (output tok/s x 3600) x 1e6
+and blended = usd_h / ((input + output) tok/s x 3600) x 1e6, the token-weighted mean of the two at the workload's ratio.
+Energy: the power each device draws at the modeled utilization, not TDP:
+  P = P_idle + (TDP - P_idle) x u,   P_idle = IDLE_POWER_FRACTION x TDP (0.15, see below)
+  u = busy fraction x (f_in x r_prefill + (1 - f_in) x r_decode)
+where r = (datasheet roofline time of the step: max(flops / peak, bytes / bandwidth) per op) / (modeled step time) is
+how busy the binding unit (tensor cores or memory) is while the step runs. Energy per output token = GPUs x P /
+output tok/s; on one device (on-device preset) P at u = the request's own mix x mean request time / mean output.
+Linear power in utilization between idle and TDP is the usual server power model (Barroso & Hoelzle, "The Case for
+Energy-Proportional Computing", IEEE Computer 2007); idle near 10-20% of TDP matches nvidia-smi idle readings of
+data-center GPUs (e.g. H100 SXM ~70-100 W of 700 W) and the ML.ENERGY measurements (Chung et al., "Reducing
+Energy Bloat in Large Model Training", SOSP 2024: GPUs draw well below TDP when memory bound).
 Ranking: objective "cost": priced devices by cost per hour; devices without a price after them, by energy per
-token ("no price"); objective "latency" (on-device): by TPOT p95. Rejected devices last, with the reason.
+token ("no price"); objective "latency" (on-device): by quality tier of the weight format first (16-bit, 8-bit,
+5-6-bit, 4-bit), then TPOT p95 inside a tier, so an int4 device never ranks above a bf16 one as if equal. Rejected
+devices last, with the reason.
 """
 
 from __future__ import annotations
@@ -35,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import PlannerError
-from .engine import engine_requests, meets_slo
+from .engine import STEP_TABLE_MAX_TOKENS, engine_requests, meets_slo
 from .parallelism import check_tp, node_for, tp_step_time_s
 from .scenarios import Scenario, get_scenario
 from .simulator import EngineLimits, run_engine, summarize
@@ -44,6 +60,10 @@ from .workload import generate
 
 PRECISION_ORDER = ("fp32", "bf16", "fp16", "fp8", "int8", "w8a8-int8", "q8_0", "q6_k", "q5_k_m", "int4-g128",
                    "q4_k_m", "awq-int4", "gptq-int4", "q4_0", "mxfp4", "nvfp4")
+QUALITY_TIERS = {"16-bit": ("fp32", "bf16", "fp16"), "8-bit": ("fp8", "int8", "w8a8-int8", "q8_0"),
+                 "5-6-bit": ("q6_k", "q5_k_m"), "4-bit": ("int4-g128", "q4_k_m", "awq-int4", "gptq-int4", "q4_0",
+                                                          "mxfp4", "nvfp4")}
+IDLE_POWER_FRACTION = 0.15   # P_idle / TDP (module docstring)
 TP_DEGREES = (1, 2, 4, 8)
 MAX_GPUS = 1024
 REPLICA_PRECISION = 0.05   # the replica search stops when its bracket is within 5% (the answer still met the SLOs)
@@ -75,8 +95,16 @@ class PlanResult:
         }
 
 
+def quality_tier(fmt_name: str) -> tuple[int, str]:
+    """(order, label) of a weight format's quality tier (QUALITY_TIERS); unknown formats last."""
+    for i, (label, names) in enumerate(QUALITY_TIERS.items()):
+        if fmt_name in names:
+            return i, label
+    return len(QUALITY_TIERS), "other"
+
+
 def _records(df) -> list[dict]:
-    ints = ("rank", "tp", "pp", "replicas", "gpus", "max_num_seqs")
+    ints = ("rank", "tp", "pp", "replicas", "gpus", "max_num_seqs", "preemptions")
     out = []
     for rec in df.to_dict(orient="records"):
         row = {}
@@ -168,25 +196,53 @@ class _Cand:
 
 class _Planner:
     def __init__(self, m, sc: Scenario, st: _Stats, n_requests: int, seed: int, efficiency, kv_dtype: str,
-                 budget_tokens: int = 8192):
+                 budget_tokens: int = 8192, runtime=None, engine: str = "none"):
         self.m, self.sc, self.st, self.n, self.seed, self.eff, self.kvd = m, sc, st, n_requests, seed, efficiency, kv_dtype
         self.budget = budget_tokens
+        self.runtime, self.engine_rule = runtime, engine
+        self.prices: dict = {}
         self.rows: list[dict] = []
         self.engines: dict = {}
 
     # ------------------------------------------------------------ per configuration
 
-    def _dev(self, spec, fmt, unit):
+    def _dev(self, spec, fmt, unit, datasheet: bool = False):
+        """The device model estimate uses (efficiency.py precedence, the runtime profile when named)."""
         from ..efficiency import resolve_efficiency
         from ..roofline import device_model
 
-        return device_model(spec, unit, fmt, resolve_efficiency(spec, unit, self.eff))
+        if datasheet:
+            return device_model(spec, unit, fmt, resolve_efficiency(spec, unit, "datasheet"))
+        return device_model(spec, unit, fmt, resolve_efficiency(spec, unit, self.eff, self.prof))
+
+    @property
+    def prof(self):
+        if self.runtime is None:
+            return None
+        from ..runtimes import load_runtime
+
+        return load_runtime(self.runtime)
+
+    def _memory(self, spec, fmt, tp, pp):
+        if self.engine_rule == "none":
+            return replica_memory(self.m, fmt, self.kvd, spec, tp, pp, self.budget)
+        from .engine import engine_pool, make_config
+
+        cfg = make_config(hardware=spec.id, weights=fmt.name, kv_dtype=self.kvd, tp=tp, pp=pp,
+                          max_num_seqs=self.sc.max_num_seqs, max_num_batched_tokens=self.budget,
+                          engine=self.engine_rule)
+        return engine_pool(self.m, fmt, self.kvd, spec, cfg, self.st.length_max)
 
     def candidate(self, spec, fmt, unit, tp: int, pp: int) -> _Cand:
         m, sc, st = self.m, self.sc, self.st
         node = node_for(spec)
         c = _Cand(fmt, unit, tp, pp, 0, 0, 0)
-        mem = replica_memory(m, fmt, self.kvd, spec, tp, pp, self.budget)
+        try:
+            mem = self._memory(spec, fmt, tp, pp)
+            self._dev(spec, fmt, unit)
+        except PlannerError as exc:
+            c.reason = str(exc)
+            return c
         if not mem.fits:
             c.reason = mem.verdict
             return c
@@ -196,7 +252,7 @@ class _Planner:
                         f"({st.length_max:,} tokens)")
             return c
         dev = self._dev(spec, fmt, unit)
-        link = node.intra_link() if tp > 1 else None
+        link = node.intra_link() if tp > 1 else None  # allreduce_time_s applies the topology for the group size
         ttft0 = float(tp_step_time_s(m, fmt, self.kvd, dev, "prefill", 1, st.prompt_p95, 0, tp, link))
         ctx = st.prompt_mean + st.output_mean / 2
         b_max = max(1, min(self.sc.max_num_seqs, int(c.pool_tokens // (st.prompt_mean + st.output_mean))))
@@ -237,7 +293,7 @@ class _Planner:
             self.engines[key] = StepModel.build(
                 self.m, c.fmt, self.kvd, self._dev(spec, c.fmt, c.unit), c.tp, c.pp,
                 node.intra_link() if c.tp > 1 else None, node.inter_link() if c.pp > 1 else None, True,
-                max(self.budget, self.st.prompt_max))
+                min(max(self.budget, self.st.prompt_max), STEP_TABLE_MAX_TOKENS))
         return self.engines[key]
 
     def run(self, spec, c: _Cand, replicas: int, seqs: int, chunked: bool = False,
@@ -254,22 +310,80 @@ class _Planner:
         self.rows.append(self._row(spec, c, replicas, seqs, s, status, why, chunked) | {"simulated_requests": n})
         return ok, why, s
 
+    def with_ranges(self, spec, c: _Cand, row: dict) -> dict:
+        """The chosen row with p10-p90 ranges of its p95 latencies: the same simulation with every step time
+        divided by the p10 and the p90 of the speed interval `planner estimate` would attach (engine.py)."""
+        from .engine import slow_fast, speed_interval
+
+        iv = speed_interval(spec, c.unit, self.eff, self.prof, max(1, int(round(row["mean_running"] or 1))))
+        if iv is None:
+            return dict(row, ttft_p95_ms_range=None, tpot_p95_ms_range=None, range_source=None)
+        sm = self._engine(spec, c)
+        reqs = engine_requests(self.sc.workload, row["replicas"] * c.pp, self.n, self.seed)
+        lim = EngineLimits(c.pool_tokens, row["max_num_seqs"], self.budget,
+                           bool(row["chunked_prefill"]) or self.sc.chunked_prefill)
+        sm_slow, sm_fast = slow_fast(sm, iv)
+        slow = summarize(run_engine(sm_slow, reqs, lim))
+        fast = summarize(run_engine(sm_fast, reqs, lim))
+        rng = {}
+        for k, key in (("ttft_p95_ms_range", "ttft_ms"), ("tpot_p95_ms_range", "tpot_ms")):
+            a, b = fast[key]["p95"], slow[key]["p95"]
+            rng[k] = None if a is None or b is None else [min(a, b), max(a, b)]
+        return dict(row, **rng, range_source=f"p10 {iv['p10']:g} / p90 {iv['p90']:g} of measured/predicted speed, "
+                                             f"{iv['source']}")
+
+    def _work_split(self, spec, c: _Cand, s) -> tuple[float, float]:
+        """(f_in, u_busy): the share of the engine's time in prefill work, and how busy the binding unit is while
+        the engine runs (module docstring)."""
+        from .parallelism import tp_step_time_s as step
+
+        st, m = self.st, self.m
+        node = node_for(spec)
+        link = node.intra_link() if c.tp > 1 else None
+        b = max(1, int(round((s or {}).get("mean_batch_busy") or 1)))
+        ctx = st.prompt_mean + st.output_mean / 2
+        p = max(1, int(round(st.prompt_mean)))
+        dev, ds = self._dev(spec, c.fmt, c.unit), self._dev(spec, c.fmt, c.unit, datasheet=True)
+        t_p = float(step(m, c.fmt, self.kvd, dev, "prefill", 1, p, 0, c.tp, link))
+        t_pd = float(step(m, c.fmt, self.kvd, ds, "prefill", 1, p, 0, c.tp, link))
+        t_s = float(step(m, c.fmt, self.kvd, dev, "decode", b, 1, ctx, c.tp, link))
+        t_sd = float(step(m, c.fmt, self.kvd, ds, "decode", b, 1, ctx, c.tp, link))
+        t_d = max(st.output_mean - 1, 0) * t_s / b
+        f_in = t_p / (t_p + t_d) if t_p + t_d > 0 else 0.0
+        return f_in, min(1.0, f_in * t_pd / t_p + (1 - f_in) * t_sd / t_s)
+
     def _row(self, spec, c: _Cand, replicas, seqs, s, status, why, chunked=False) -> dict:
         gpus = replicas * c.tp * c.pp
         price = self.prices.get(spec.id, spec.price.usd_per_hour if spec.price else None)
         tdp = spec.power.tdp_w if spec.power else None
         usd_h = gpus * price if price else None
-        tok_s = self.st.output_tokens_per_s
+        out_s = self.st.output_tokens_per_s
+        in_s = self.sc.workload.qps * self.st.prompt_mean
+        f_in, u_busy = self._work_split(spec, c, s)
+        busy = (s or {}).get("busy_fraction") or 0.0
+        watts = None
+        energy = None
+        if tdp:
+            u = u_busy if self.sc.single_device else busy * u_busy
+            watts = tdp * (IDLE_POWER_FRACTION + (1 - IDLE_POWER_FRACTION) * u)
+            if self.sc.single_device and s:
+                energy = watts * s["e2e_s"]["mean"] / self.st.output_mean
+            else:
+                energy = gpus * watts / out_s
         return {
-            "hardware": spec.id, "status": status, "weights": c.fmt.name, "unit": c.unit.name, "tp": c.tp,
+            "hardware": spec.id, "status": status, "weights": c.fmt.name, "quality_tier": quality_tier(c.fmt.name)[1],
+            "unit": c.unit.name, "tp": c.tp,
             "pp": c.pp, "replicas": replicas, "gpus": gpus, "max_num_seqs": seqs, "chunked_prefill": chunked,
             "ttft_p95_ms": s["ttft_ms"]["p95"] if s else None, "tpot_p95_ms": s["tpot_ms"]["p95"] if s else None,
             "e2e_p95_s": s["e2e_s"]["p95"] if s else None, "mean_running": s["mean_running"] if s else None,
-            "usd_per_gpu_hour": price, "usd_per_hour": usd_h,
-            "usd_per_m_output_tokens": usd_h / (tok_s * 3600) * 1e6 if usd_h else None,
-            "energy_j_per_output_token": (None if not tdp else
-                                          tdp * s["e2e_s"]["mean"] / self.st.output_mean if self.sc.single_device and s
-                                          else gpus * tdp / tok_s),
+            "mean_batch_busy": s["mean_batch_busy"] if s else None,
+            "preemptions": s["preemptions"] if s else None,
+            "usd_per_gpu_hour": price, "usd_per_hour": usd_h, "prefill_time_share": f_in,
+            "usd_per_m_input_tokens": usd_h * f_in / (in_s * 3600) * 1e6 if usd_h else None,
+            "usd_per_m_output_tokens": usd_h * (1 - f_in) / (out_s * 3600) * 1e6 if usd_h else None,
+            "usd_per_m_tokens_blended": usd_h / ((in_s + out_s) * 3600) * 1e6 if usd_h else None,
+            "busy_fraction": busy if s else None, "watts_per_device": watts,
+            "energy_j_per_output_token": energy,
             "reason": why,
         }
 
@@ -390,10 +504,10 @@ class _Planner:
                 continue
             if best is None or row["gpus"] < best["gpus"] or (
                     row["gpus"] == best["gpus"] and rank.get(row["weights"], 99) < rank.get(best["weights"], 99)):
-                best = row
+                best, best_c = row, c
         if best is None:
             return self._rejected(spec, _summarize_reasons(fails + reasons))
-        return dict(best, status="ok", reason="")
+        return self.with_ranges(spec, best_c, dict(best, status="ok", reason=""))
 
     def _single(self, spec, cands: list[_Cand]) -> dict:
         """On-device: one device, batch 1; the highest-precision format that meets both targets."""
@@ -403,16 +517,19 @@ class _Planner:
         for c in cands:
             ok, why, _ = self.run(spec, c, 1, 1)
             if ok:
-                return dict(self.rows[-1], status="ok", reason="")
+                return self.with_ranges(spec, c, dict(self.rows[-1], status="ok", reason=""))
             fails.append(f"{c.fmt.name}: {why}")
         return self._rejected(spec, _summarize_reasons(fails))
 
     def _rejected(self, spec, reason: str) -> dict:
         price = self.prices.get(spec.id, spec.price.usd_per_hour if spec.price else None)
-        row = {k: None for k in ("weights", "unit", "tp", "pp", "replicas", "gpus", "max_num_seqs", "chunked_prefill",
-                                 "ttft_p95_ms", "tpot_p95_ms", "e2e_p95_s", "mean_running", "usd_per_hour",
-                                 "usd_per_m_output_tokens", "energy_j_per_output_token")}
-        row.update({"hardware": spec.id, "status": "rejected", "usd_per_gpu_hour": price, "reason": reason})
+        row = {k: None for k in ("weights", "quality_tier", "unit", "tp", "pp", "replicas", "gpus", "max_num_seqs",
+                                 "chunked_prefill", "ttft_p95_ms", "tpot_p95_ms", "e2e_p95_s", "mean_running", "mean_batch_busy",
+                                 "preemptions", "usd_per_hour", "prefill_time_share", "usd_per_m_input_tokens",
+                                 "usd_per_m_output_tokens", "usd_per_m_tokens_blended", "busy_fraction", "watts_per_device",
+                                 "energy_j_per_output_token")}
+        row.update({"hardware": spec.id, "status": "rejected", "usd_per_gpu_hour": price, "reason": reason,
+                    "ttft_p95_ms_range": None, "tpot_p95_ms_range": None, "range_source": None})
         self.rows.append(dict(row))
         return row
 
@@ -430,7 +547,8 @@ def _rank(df, objective: str):
     df = df.copy()
     if objective == "latency":
         key = np.where(ok, df["tpot_p95_ms"].astype(float).fillna(np.inf), np.inf)
-        df["_k1"], df["_k2"] = np.where(ok, 0, 1), key
+        tier = np.array([quality_tier(w)[0] if isinstance(w, str) else 99 for w in df["weights"]])
+        df["_k1"], df["_k2"] = np.where(ok, tier, 100), key
     else:
         priced = ok & df["usd_per_hour"].notna()
         df["_k1"] = np.where(priced, 0, np.where(ok, 1, 2))
@@ -445,7 +563,7 @@ def _rank(df, objective: str):
 def plan(model, scenario: str | Scenario = "chat", qps: float | None = None, ttft_p95_ms: float | None = None,
          tpot_p95_ms: float | None = None, hardware: list[str] | None = None, trace: str | None = None,
          prices: dict[str, float] | None = None, n_requests: int = 1200, seed: int = 0, efficiency="auto",
-         kv_dtype: str = "fp16", recommend: bool = True) -> PlanResult:
+         kv_dtype: str = "fp16", recommend: bool = True, runtime=None, engine: str = "none") -> PlanResult:
     """The capacity plan (module docstring). Returns a PlanResult whose .table is the ranked DataFrame."""
     import pandas as pd
 
@@ -456,18 +574,28 @@ def plan(model, scenario: str | Scenario = "chat", qps: float | None = None, ttf
     m = model if not isinstance(model, str) else load_model(model)
     sc = scenario if isinstance(scenario, Scenario) else get_scenario(scenario)
     sc = sc.with_overrides(qps, ttft_p95_ms, tpot_p95_ms, trace)
-    if n_requests < 50:
-        raise PlannerError(f"--requests: need at least 50 simulated requests per configuration, got {n_requests}")
+    if isinstance(n_requests, bool) or not isinstance(n_requests, int) or not 50 <= n_requests <= 100_000:
+        raise PlannerError(f"--requests: must be an integer in [50, 100,000] simulated requests per configuration, "
+                           f"got {n_requests!r}")
+    if runtime is not None:
+        from ..runtimes import load_runtime
+
+        load_runtime(runtime)
+    from ..memory import ENGINES
+
+    if engine not in ENGINES:
+        raise PlannerError(f"--engine: unknown engine '{engine}'; allowed: {', '.join(ENGINES)}")
     prices = dict(prices or {})
     for k, v in prices.items():
-        if not (isinstance(v, (int, float)) and v > 0):
-            raise PlannerError(f"--price: {k}={v!r}: must be a number of USD per device-hour > 0")
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= 1e4):
+            raise PlannerError(f"--price: {k}={v!r}: must be a finite number of USD per device-hour in (0, 1e4]")
     st = _workload_stats(sc, seed)
     specs, skipped = candidate_devices(sc, hardware)
     for k in prices:
         if k not in {s.id for s in specs}:
             raise PlannerError(f"--price: '{k}' is not among the candidate devices")
-    P = _Planner(m, sc, st, n_requests, seed, efficiency, norm_kv(kv_dtype), sc.max_num_batched_tokens)
+    P = _Planner(m, sc, st, n_requests, seed, efficiency, norm_kv(kv_dtype), sc.max_num_batched_tokens, runtime,
+                 engine)
     P.prices = prices
     rows = [P.device(s) for s in specs]
     table = _rank(pd.DataFrame(rows), sc.objective)

@@ -72,7 +72,8 @@ def _batch(P, spec, c, best) -> dict:
     k = list(bs).index(knee)
     text = (f"decode knee at batch {knee} ({tput[k]:,.0f} tok/s at {step[k] * 1e3:.1f} ms/step vs "
             f"{tput[0]:,.0f} tok/s at batch 1); the TPOT target allows batch <= {b_slo} at the mean context; "
-            f"max_num_seqs {best['max_num_seqs']}, {best['mean_running']:.1f} sequences running on average")
+            f"max_num_seqs {best['max_num_seqs']}; simulated: {best['mean_running']:.1f} sequences running on "
+            f"average (Little's law, over the whole time), {best['mean_batch_busy']:.1f} while the engine is busy")
     return {"topic": "batch size", "recommendation": text, "knee_batch": knee, "tpot_limited_batch": b_slo,
             "table": table}
 
@@ -132,7 +133,8 @@ def _speculative(P, spec, best) -> dict:
                                    "its active parameters; no draft to evaluate (add one to the catalog)")}
     ctx = int(P.st.prompt_mean + P.st.output_mean / 2)
     out = []
-    for batch in sorted({1, max(1, int(round(best["mean_running"] or 1)))}):
+    # the decode batch a draft would run at: the simulated mean running sequences while the engine is busy
+    for batch in sorted({1, max(1, int(round(best["mean_batch_busy"] or 1)))}):
         r = best_gamma(P.m, drafts[0], spec, 0.7, weights=best["weights"], context=ctx, batch=batch, efficiency=P.eff)
         out.append(r)
     r1 = out[0]
@@ -141,7 +143,7 @@ def _speculative(P, spec, best) -> dict:
             f"batch 1 ({be})")
     if len(out) > 1:
         r2 = out[1]
-        text += f"; {r2['speedup']:.2f}x at the simulated mean batch {r2['batch']}"
+        text += f"; {r2['speedup']:.2f}x at the simulated mean batch {r2['batch']} (while busy)"
     return {"topic": "speculative decoding", "recommendation": text,
             "results": [{k: r[k] for k in ("draft", "gamma", "batch", "speedup", "breakeven_alpha",
                                            "expected_tokens_per_step")} for r in out]}

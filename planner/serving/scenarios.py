@@ -38,19 +38,25 @@ class Scenario:
     def with_overrides(self, qps=None, ttft_p95_ms=None, tpot_p95_ms=None, trace=None) -> "Scenario":
         w = self.workload
         if qps is not None:
-            if not qps > 0:
-                raise PlannerError(f"--qps: must be > 0, got {qps}")
-            w = w.model_copy(update={"qps": float(qps)})
+            from .workload import check_qps
+
+            w = w.model_copy(update={"qps": check_qps(qps)})
         if trace is not None:
             update = {"trace": str(trace)}
             if qps is None:  # a trace keeps its own rate unless --qps rescales it
                 from .workload import load_trace
 
-                update["qps"] = float(load_trace(trace).rate_per_s)
+                from .workload import MAX_QPS, MIN_QPS
+
+                rate = float(load_trace(trace).rate_per_s)
+                if not MIN_QPS <= rate <= MAX_QPS:  # e.g. every arrival at the same instant: infinite rate
+                    raise PlannerError(f"--trace: its arrival rate {rate:g} req/s is outside [{MIN_QPS:g}, "
+                                       f"{MAX_QPS:g}]; give --qps to set the rate")
+                update["qps"] = rate
             w = w.model_copy(update=update)
         for name, v in (("--ttft-p95-ms", ttft_p95_ms), ("--tpot-p95-ms", tpot_p95_ms)):
-            if v is not None and not v > 0:
-                raise PlannerError(f"{name}: must be > 0, got {v}")
+            if v is not None and not (isinstance(v, (int, float)) and 0 < v <= 1e9):
+                raise PlannerError(f"{name}: must be a finite number of milliseconds in (0, 1e9], got {v!r}")
         return replace(self, workload=w, ttft_p95_ms=ttft_p95_ms or self.ttft_p95_ms,
                        tpot_p95_ms=tpot_p95_ms or self.tpot_p95_ms)
 

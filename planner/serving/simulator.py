@@ -2,22 +2,38 @@
 
 The scheduler follows Orca (Yu et al., OSDI 2022) and vLLM (Kwon et al., SOSP 2023): requests join and leave the
 running batch at step boundaries.
-  * Admission: the head of the FIFO queue is admitted when the batch has fewer than `max_num_seqs` sequences and
-    the paged KV pool has blocks for its whole length, ceil((prompt + output) / block_size) blocks (reserved at
-    admission and freed at completion: vLLM's paged allocation without preemption). A request longer than the
-    whole pool is rejected.
+  * Paged KV allocated as tokens arrive (vLLM's BlockSpaceManager / KVCacheManager; SGLang's token pool): a
+    request is admitted when the pool has blocks for its prompt, ceil(prompt / block_size), keeping a watermark of
+    `watermark` x the pool free (vLLM V0's default 1%, which keeps a just-admitted sequence from being preempted at
+    once). It never reserves for an output length it cannot know. A decode step appends one token to every running
+    sequence; a sequence whose cached length is a multiple of block_size takes a new block for it.
+  * Preemption: when a step needs more blocks than are free, the latest-admitted sequence is preempted, repeatedly
+    until the step fits (vLLM V0 `_preempt` on `running.pop()`, V1 `self.running.pop()`):
+      recompute (vLLM's default, the only mode of V1): its blocks are freed and it goes back to the front of the
+        queue; readmitted, it prefills its prompt plus the tokens it already generated, then decodes the rest;
+      swap (vLLM V0 `preemption_mode="swap"`): its blocks are copied to host memory over the host link
+        (bytes / `swap_gbs`), and copied back (the same time) when the pool has room for them; swapped sequences
+        are resumed before any new request is admitted (V0's running > swapped > waiting order).
+    A request whose whole length, prompt + output - 1 cached tokens, exceeds the pool is rejected: it could never
+    complete even alone.
   * Without chunked prefill (vLLM's prefill-first policy): when requests can be admitted, the step is a prefill of
     as many queued prompts as fit in `max_num_batched_tokens` (at least one); otherwise a decode step of every
     running sequence. The first output token comes out of the prefill step.
   * With chunked prefill (Sarathi-Serve, Agrawal et al., OSDI 2024; vLLM V1): each step carries one token of
-    every running sequence plus prompt pieces filling the rest of the `max_num_batched_tokens` budget.
+    every running sequence plus prompt pieces filling the rest of the `max_num_batched_tokens` budget. A prompt's
+    blocks are taken when it is admitted (V1 takes them chunk by chunk; the pool needed by the end is the same).
 Step times come from StepModel (the core cost model). Between scheduling events (an arrival that can be admitted,
-a completion) the running set is fixed, so runs of decode steps are advanced at once with their exact total time:
-that is what makes 100,000 requests take seconds.
+a completion, the step at which the free blocks run out) the running set is fixed, so runs of decode steps are
+advanced at once with their exact total time: that is what makes 100,000 requests take seconds. Blocks are counted
+with a histogram of the running sequences' lengths modulo block_size, so a run of k steps takes O(block_size).
 
 Metrics (vLLM benchmark_serving definitions): TTFT = first token - arrival; TPOT = (finish - first token) /
-(output - 1); end-to-end = finish - arrival; queueing = admission - arrival. Percentiles leave out the first
-`warmup_fraction` of requests (the empty-system start).
+(output - 1); end-to-end = finish - arrival; queueing = first admission - arrival. A preempted request keeps its
+first-token time; the stall and the recompute (or swap) show in its TPOT and end-to-end time. Percentiles leave
+out the first `warmup_fraction` of requests (the empty-system start).
+Mean running sequences: the time-average over the whole span (first arrival to last completion) of the sequences
+holding KV (admitted, not finished, not preempted), each step weighted by its duration, prefill steps included:
+by construction it is Little's law, L = lambda x W, with W the time each request spends running.
 """
 
 from __future__ import annotations
@@ -34,23 +50,44 @@ from .step_model import StepModel
 from .workload import Requests
 
 PERCENTILES = (50, 90, 95, 99)
+PREEMPTION_MODES = ("recompute", "swap")
+VLLM_WATERMARK = 0.01  # vLLM V0 SchedulerConfig/BlockSpaceManager watermark: 1% of the GPU blocks kept free
+
+# request states
+_WAITING, _PREFILLING, _DECODING, _SWAPPED, _DONE = range(5)
 
 
 @dataclass(frozen=True)
 class EngineLimits:
-    """Scheduler settings (vLLM names). kv_pool_tokens: KV capacity of the engine in tokens."""
+    """Scheduler settings (vLLM names). kv_pool_tokens: KV capacity of the engine in tokens.
+
+    preemption: 'recompute' or 'swap'; swap moves kv_bytes_per_token (per device of the engine) x cached tokens
+    over the host link at swap_gbs (GB/s, one direction) each way."""
 
     kv_pool_tokens: int
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
     chunked_prefill: bool = False
     block_size: int = 16
+    preemption: str = "recompute"
+    watermark: float = VLLM_WATERMARK
+    kv_bytes_per_token: float = 0.0
+    swap_gbs: float = 0.0
 
     def check(self):
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
             v = getattr(self, name)
-            if not isinstance(v, (int, np.integer)) or v < 1:
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
                 raise PlannerError(f"--{name.replace('_', '-')}: must be an integer >= 1, got {v!r}")
+        if not isinstance(self.kv_pool_tokens, (int, np.integer)) or self.kv_pool_tokens < 0:
+            raise PlannerError(f"kv_pool_tokens: must be an integer >= 0, got {self.kv_pool_tokens!r}")
+        if self.preemption not in PREEMPTION_MODES:
+            raise PlannerError(f"--preemption: unknown mode {self.preemption!r}; allowed: {', '.join(PREEMPTION_MODES)}")
+        if not (isinstance(self.watermark, (int, float)) and 0 <= self.watermark < 1):
+            raise PlannerError(f"watermark: must be a fraction in [0, 1), got {self.watermark!r}")
+        if self.preemption == "swap" and not (self.swap_gbs > 0 and math.isfinite(self.swap_gbs)
+                                              and self.kv_bytes_per_token > 0):
+            raise PlannerError("--preemption: swap needs a host link bandwidth > 0 and the KV bytes per token")
 
 
 @dataclass
@@ -65,32 +102,59 @@ class EngineTrace:
     output: np.ndarray
     steps: int
     busy_s: float
-    batch_time_sum: float    # sum over steps of (running sequences x step time)
+    batch_time_sum: float    # integral over time of the running sequences (sequence-seconds)
     max_running: int
+    preempted: np.ndarray | None = None      # preemptions per request
+    running_s: np.ndarray | None = None      # time each request held KV (admitted, not preempted)
+    recomputed_tokens: int = 0
+    swapped_bytes: float = 0.0
+    preemption: str = "recompute"
+
+    @property
+    def preemptions(self) -> int:
+        return int(self.preempted.sum()) if self.preempted is not None else 0
 
 
 def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
-    """Simulate one engine serving `reqs`; returns per-request timestamps."""
+    """Simulate one engine serving `reqs`; returns per-request timestamps (rules in the module docstring)."""
     lim.check()
     n = len(reqs)
     arr = reqs.arrival_s.tolist()
-    P = [int(x) for x in reqs.prompt]
-    O = [int(x) for x in reqs.output]
+    P0 = [int(x) for x in reqs.prompt]
+    O0 = [int(x) for x in reqs.output]
     bs = lim.block_size
-    need = [-(-(p + o) // bs) for p, o in zip(P, O)]
-    total_blocks = lim.kv_pool_tokens // bs
-    free = total_blocks
+    total = lim.kv_pool_tokens // bs
+    wm = int(lim.watermark * total)
+    swap = lim.preemption == "swap"
+    block_s = bs * lim.kv_bytes_per_token / (lim.swap_gbs * 1e9) if swap else 0.0
+    block_bytes = bs * lim.kv_bytes_per_token
     nan = math.nan
     admit, first, finish = [nan] * n, [nan] * n, [nan] * n
-    base = [0] * n
+    pre = list(P0)          # tokens the next prefill processes (after a recompute: prompt + generated so far)
+    rem = list(O0)          # tokens still to produce
+    whole = [-(-(p + o - 1) // bs) for p, o in zip(P0, O0)]   # blocks at the last token
+    state = [_WAITING] * n
+    base = [0] * n          # decoding: cached length = base + D
+    gen = [0] * n           # heap entries of an earlier generation are stale
+    held = [0] * n          # blocks of a prefilling or swapped request
+    cached = [0] * n        # swapped: cached length
+    npre = [0] * n
+    fin_at = [0] * n        # decoding: decode counter at which its last token comes out
+    run_s = [0.0] * n
+    seg = [0.0] * n         # start of the current running segment
+    cnt = [0] * bs          # decoding sequences by base mod block_size
+    active: dict[int, None] = {}   # admitted and holding blocks, in admission order
     max_seqs, budget_tokens, chunked = lim.max_num_seqs, lim.max_num_batched_tokens, lim.chunked_prefill
 
+    free = total
     now, nxt, D = 0.0, 0, 0
     waiting: deque[int] = deque()
+    swapped: deque[int] = deque()
     prefilling: deque[list[int]] = deque()   # [request, prompt tokens done]
-    heap: list[tuple[int, int]] = []        # (decode counter at which it finishes, request)
+    heap: list[tuple[int, int, int]] = []    # (decode counter at which it finishes, request, generation)
     b, sum_base = 0, 0
     steps, busy, bsum, maxrun = 0, 0.0, 0.0, 0
+    recomputed, swapped_bytes = 0, 0.0
 
     def steps_to_reach(gap: float, kmax: int) -> int:
         """Smallest k >= 1 with decode_run_time(k) >= gap (k <= kmax)."""
@@ -113,115 +177,232 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
             k += 1
         return k
 
+    def start_decoding(i: int, length: int, to_go: int) -> None:
+        """Request i holds `length` cached tokens and decodes `to_go` more tokens from now on."""
+        nonlocal b, sum_base
+        state[i] = _DECODING
+        base[i] = length - D
+        sum_base += base[i]
+        cnt[base[i] % bs] += 1
+        b += 1
+        gen[i] += 1
+        fin_at[i] = D + to_go
+        heapq.heappush(heap, (D + to_go, i, gen[i]))
+
+    def stop_decoding(i: int) -> int:
+        """Remove a decoding request from the batch; returns its cached length (its blocks are not freed here)."""
+        nonlocal b, sum_base
+        b -= 1
+        sum_base -= base[i]
+        cnt[base[i] % bs] -= 1
+        gen[i] += 1
+        del active[i]
+        run_s[i] += now - seg[i]
+        return base[i] + D
+
+    def admit_one(i: int) -> None:
+        nonlocal free
+        free -= -(-pre[i] // bs)
+        held[i] = -(-pre[i] // bs)
+        if math.isnan(admit[i]):
+            admit[i] = now
+        active[i] = None
+        seg[i] = now
+
     def prompt_done(i: int) -> None:
-        """Request i's prompt is in the cache: its first token is out now; it decodes the rest (or finishes)."""
-        nonlocal free, sum_base, b
-        first[i] = now
-        if O[i] <= 1:
+        """Request i's prefill is done: a token is out now; it decodes the rest (or finishes)."""
+        nonlocal free
+        if math.isnan(first[i]):
+            first[i] = now
+        rem[i] -= 1
+        if rem[i] <= 0:
             finish[i] = now
-            free += need[i]
+            state[i] = _DONE
+            free += held[i]
+            del active[i]
+            run_s[i] += now - seg[i]
         else:
-            heapq.heappush(heap, (D + O[i] - 1, i))
-            base[i] = P[i] - D
-            sum_base += base[i]
-            b += 1
+            start_decoding(i, pre[i], rem[i])
+        held[i] = 0
+
+    def complete(until: int) -> None:
+        """Decoding requests whose last token came out by decode counter `until`."""
+        nonlocal free
+        while heap and heap[0][0] <= until:
+            _, i, g = heapq.heappop(heap)
+            if g != gen[i]:
+                continue
+            length = stop_decoding(i)
+            free += -(-length // bs)
+            finish[i] = now
+            state[i] = _DONE
+
+    def preempt_latest() -> float:
+        """Preempt the latest-admitted request; returns the swap-out time it costs."""
+        nonlocal free, recomputed, swapped_bytes
+        v = next(reversed(active))
+        npre[v] += 1
+        if state[v] == _PREFILLING:   # a prompt in pieces: start it again later
+            for it in reversed(prefilling):
+                if it[0] == v:
+                    prefilling.remove(it)
+                    break
+            del active[v]
+            run_s[v] += now - seg[v]
+            free += held[v]
+            held[v] = 0
+            state[v] = _WAITING
+            waiting.appendleft(v)
+            return 0.0
+        to_go = fin_at[v] - D
+        length = stop_decoding(v)
+        blocks = -(-length // bs)
+        free += blocks
+        if swap:
+            held[v], cached[v], rem[v] = blocks, length, to_go
+            state[v] = _SWAPPED
+            swapped.append(v)
+            swapped_bytes += blocks * block_bytes
+            return blocks * block_s
+        recomputed += length
+        pre[v], rem[v] = length + 1, to_go   # prefill prompt + every token generated so far
+        state[v] = _WAITING
+        waiting.appendleft(v)
+        return 0.0
+
+    def make_room() -> float:
+        """Preempt until the next decode step's new blocks fit; returns swap-out time."""
+        t = 0.0
+        while b and cnt[(-D) % bs] > free:
+            t += preempt_latest()
+        return t
+
+    def run_blocks(kmax: int) -> tuple[int, int]:
+        """Largest k <= kmax decode steps whose new blocks fit in the free ones (>= 1 after make_room), and the
+        blocks they take."""
+        if b == 0:
+            return kmax, 0
+        cyc = min(kmax // bs, free // b)   # every block_size steps each sequence takes exactly one block
+        k, f = cyc * bs, free - cyc * b
+        while k < kmax:
+            a = cnt[(-(D + k)) % bs]
+            if a > f:
+                break
+            f -= a
+            k += 1
+        return k, free - f
+
+    def advance(dt: float, resident: int) -> None:
+        nonlocal now, busy, bsum
+        now += dt
+        busy += dt
+        bsum += resident * dt
 
     while True:
         while nxt < n and arr[nxt] <= now:
-            waiting.append(nxt)
+            if whole[nxt] > total - wm:
+                state[nxt] = _DONE  # can never complete, even alone: rejected (times stay NaN)
+            else:
+                waiting.append(nxt)
             nxt += 1
-        while waiting and need[waiting[0]] > total_blocks:
-            waiting.popleft()  # can never fit: rejected (times stay NaN)
-        can_admit = bool(waiting) and b + len(prefilling) < max_seqs and need[waiting[0]] <= free
+        # swapped sequences come back first (vLLM V0: running > swapped > waiting)
+        while swapped and b + len(prefilling) < max_seqs and held[swapped[0]] <= free - wm:
+            i = swapped.popleft()
+            free -= held[i]
+            active[i] = None
+            seg[i] = now
+            advance(held[i] * block_s, b + len(prefilling) + 1)   # the copy back stalls the engine
+            held[i] = 0
+            start_decoding(i, cached[i], rem[i])
+        can_admit = (not swapped and bool(waiting) and b + len(prefilling) < max_seqs
+                     and -(-pre[waiting[0]] // bs) <= free - wm)
 
         if not chunked and can_admit:
             batch, tokens = [], 0
             while waiting and b + len(batch) < max_seqs:
                 i = waiting[0]
-                if need[i] > free or (batch and tokens + P[i] > budget_tokens):
+                if -(-pre[i] // bs) > free - wm or (batch and tokens + pre[i] > budget_tokens):
                     break
                 waiting.popleft()
                 batch.append(i)
-                tokens += P[i]
-                free -= need[i]
-            dt = sm.prefill_time([P[i] for i in batch])
-            for i in batch:
-                admit[i] = now
-            now += dt
+                tokens += pre[i]
+                admit_one(i)
+                state[i] = _PREFILLING
+            dt = sm.prefill_time([pre[i] for i in batch])
+            advance(dt, b + len(batch))
             steps += 1
-            busy += dt
             for i in batch:
                 prompt_done(i)
             maxrun = max(maxrun, b)
             continue
 
         if chunked and (prefilling or can_admit):
+            stall = make_room()
+            if stall:
+                advance(stall, b + len(prefilling))
+            a = cnt[(-D) % bs] if b else 0
+            free -= a
             room = budget_tokens - b
             pieces_n, pieces_p = [], []
             for item in prefilling:
                 if room <= 0:
                     break
                 i, done = item
-                take = min(P[i] - done, room)
+                take = min(pre[i] - done, room)
                 pieces_n.append(take)
                 pieces_p.append(done)
                 room -= take
-            while room > 0 and waiting and b + len(prefilling) < max_seqs and need[waiting[0]] <= free:
+            while (room > 0 and waiting and not swapped and b + len(prefilling) < max_seqs
+                   and -(-pre[waiting[0]] // bs) <= free - wm):
                 i = waiting.popleft()
-                free -= need[i]
-                admit[i] = now
+                admit_one(i)
+                state[i] = _PREFILLING
                 item = [i, 0]
                 prefilling.append(item)
-                take = min(P[i], room)
+                take = min(pre[i], room)
                 pieces_n.append(take)
                 pieces_p.append(0)
                 room -= take
             if pieces_n:
                 k_items = list(prefilling)[:len(pieces_n)]
-                completing = [it for it, nn, pp in zip(k_items, pieces_n, pieces_p) if pp + nn >= P[it[0]]]
+                completing = [it for it, nn, pp in zip(k_items, pieces_n, pieces_p) if pp + nn >= pre[it[0]]]
                 feats_d = sm.decode_features(b, sum_base + b * D) if b else None
                 dt = sm.step_time(b + sum(pieces_n), b + len(completing), feats_d,
                                   sm.prefill_features(pieces_n, pieces_p))
-                now += dt
+                advance(dt, b + len(prefilling))
                 steps += 1
-                busy += dt
-                bsum += b * dt
                 for it, nn in zip(k_items, pieces_n):
                     it[1] += nn
                 if b:
                     D += 1
-                    while heap and heap[0][0] <= D:
-                        _, i = heapq.heappop(heap)
-                        finish[i] = now
-                        free += need[i]
-                        b -= 1
-                        sum_base -= base[i]
+                    complete(D)
                 for it in completing:
                     prefilling.remove(it)
                     prompt_done(it[0])
                 maxrun = max(maxrun, b + len(prefilling))
                 continue
+            free += a  # no prompt piece to run: the decode branch takes this step
 
         if b > 0:
-            k = heap[0][0] - D
-            if chunked and prefilling:
-                k = 1
-            elif not waiting and nxt < n:
-                k = steps_to_reach(arr[nxt] - now, k)
-            C = sum_base + b * D
-            dt = sm.decode_run_time(b, C, k)
-            now += dt
-            D += k
-            steps += k
-            busy += dt
-            bsum += b * dt
-            while heap and heap[0][0] <= D:
-                _, i = heapq.heappop(heap)
-                finish[i] = now
-                free += need[i]
-                b -= 1
-                sum_base -= base[i]
-            continue
+            stall = make_room()
+            if stall:
+                advance(stall, b + len(prefilling))
+            if b > 0:
+                while heap and heap[0][2] != gen[heap[0][1]]:
+                    heapq.heappop(heap)
+                k = heap[0][0] - D
+                if chunked and prefilling:
+                    k = 1
+                elif not waiting and not swapped and nxt < n:
+                    k = steps_to_reach(arr[nxt] - now, k)
+                k, taken = run_blocks(k)
+                free -= taken
+                dt = sm.decode_run_time(b, sum_base + b * D, k)
+                advance(dt, b)
+                D += k
+                steps += k
+                complete(D)
+                continue
 
         if nxt < n:
             now = max(now, arr[nxt])
@@ -229,7 +410,8 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
         break
 
     return EngineTrace(reqs.arrival_s, np.array(admit), np.array(first), np.array(finish), reqs.prompt, reqs.output,
-                       steps, busy, bsum, maxrun)
+                       steps, busy, bsum, maxrun, np.array(npre, dtype=np.int64), np.array(run_s), recomputed,
+                       swapped_bytes, lim.preemption)
 
 
 def _pct(x: np.ndarray, scale: float) -> dict[str, float | None]:
@@ -241,7 +423,10 @@ def _pct(x: np.ndarray, scale: float) -> dict[str, float | None]:
 
 
 def summarize(tr: EngineTrace, warmup_fraction: float = 0.1) -> dict:
-    """Latency percentiles (ms for TTFT/TPOT/queueing, s for end-to-end), throughput and occupancy."""
+    """Latency percentiles (ms for TTFT/TPOT/queueing, s for end-to-end), throughput, occupancy and preemptions.
+
+    mean_running = (integral of running sequences over time) / span (Little's law L = lambda W, module docstring);
+    mean_batch_busy = the same integral / busy time (the mean batch while the engine works)."""
     n = len(tr.arrival_s)
     keep = np.arange(n) >= int(n * warmup_fraction)
     done = np.isfinite(tr.finish_s)
@@ -254,6 +439,7 @@ def summarize(tr: EngineTrace, warmup_fraction: float = 0.1) -> dict:
     queue = tr.admit_s - tr.arrival_s
     span = float(np.nanmax(tr.finish_s) - tr.arrival_s[0]) if done.any() else 0.0
     out_tokens = float(np.sum(tr.output[done]))
+    pre = tr.preempted if tr.preempted is not None else np.zeros(n, dtype=np.int64)
     return {
         "requests": n, "completed": int(done.sum()), "rejected": rejected,
         "duration_s": span,
@@ -264,8 +450,15 @@ def summarize(tr: EngineTrace, warmup_fraction: float = 0.1) -> dict:
         "tpot_ms": _pct(tpot[k & multi], 1e3),
         "e2e_s": _pct(e2e[k], 1.0),
         "queue_ms": _pct(queue[k], 1e3),
-        "mean_running": tr.batch_time_sum / tr.busy_s if tr.busy_s > 0 else 0.0,
+        "mean_running": tr.batch_time_sum / span if span > 0 else 0.0,
+        "mean_batch_busy": tr.batch_time_sum / tr.busy_s if tr.busy_s > 0 else 0.0,
         "max_running": tr.max_running,
-        "busy_fraction": tr.busy_s / span if span > 0 else 0.0,
+        "busy_fraction": min(1.0, tr.busy_s / span) if span > 0 else 0.0,
         "steps": tr.steps,
+        "preemption_mode": tr.preemption,
+        "preemptions": int(pre.sum()),
+        "preempted_requests": int(np.sum(pre > 0)),
+        "preempted_fraction": float(np.mean(pre[k] > 0)) if k.any() else 0.0,
+        "recomputed_tokens": int(tr.recomputed_tokens),
+        "swapped_gb": float(tr.swapped_bytes) / 1e9,
     }

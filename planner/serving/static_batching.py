@@ -50,9 +50,8 @@ def padding_waste(prompts, outputs) -> dict:
 def static_batch(model, hardware, prompts, outputs, weights: str = "fp16", kv_dtype: str = "fp16",
                  efficiency="auto", flash_attention: bool = True) -> dict:
     """Latency of a padded static batch, its waste, and what each request would take alone."""
-    from ..hardware import runtime_overhead_gb
     from ..latency import decode_sum_s, prefill_time_s
-    from ..memory import memory_breakdown
+    from ..memory import plan_memory
     from ..ops import prefill_ops, totals
     from ..units import GB
 
@@ -67,8 +66,7 @@ def static_batch(model, hardware, prompts, outputs, weights: str = "fp16", kv_dt
     useful_flops = float(np.sum(totals(prefill_ops(m, fmt, kvd, 1, p, 0, flash_attention))["flops"]))
     alone = prefill_time_s(m, fmt, kvd, dev, 1, p, 0, flash_attention) + decode_sum_s(m, fmt, kvd, dev, 1, p, o,
                                                                                       flash_attention)
-    mb = memory_breakdown(m, fmt, kvd, B, P, O, spec.usable_capacity_gb * GB, runtime_overhead_gb(spec) * GB,
-                          flash_attention)
+    mb = plan_memory(m, fmt, kvd, B, P, O, spec, flash_attention=flash_attention)
     w.update({
         "model": m.name, "hardware": spec.id, "weights": fmt.name,
         "batch_latency_s": t_prefill + t_decode, "prefill_ms": t_prefill * 1e3,

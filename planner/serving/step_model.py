@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import PlannerError
-from ..hardware import HardwareSpec, runtime_overhead_gb
-from ..memory import activation_bytes_peak
-from ..ops import ATTENTION, causal_key_sum, kv_bytes_per_token, step_ops, weight_bytes
+from ..hardware import HardwareSpec
+from ..memory import EngineSettings, plan_memory
+from ..ops import ATTENTION, causal_key_sum, kv_bytes_per_token, step_ops
 from ..roofline import DeviceModel, time_ops
 from ..units import GB, US
 from .parallelism import Link, kv_split, split_ops, tp_comm_time_s
@@ -67,6 +67,7 @@ class StepModel:
     prefill_groups: list[_AttnGroup]  # prefill-stage attention (prompt pieces)
     kernel_overhead_s: float
     step_overhead_s: float
+    prefill_factor: float = 1.0   # extra multiplier on prompt tokens' share of a step (scaled(); 1 = the core)
 
     # ------------------------------------------------------------ building
 
@@ -149,6 +150,10 @@ class StepModel:
             t += self._attn(decode_feats, self.groups)
         if prefill_feats is not None:
             t += self._attn(prefill_feats, self.prefill_groups)
+            if self.prefill_factor != 1.0:
+                # a step of b decode tokens and n prompt tokens: the prompt tokens' share takes the prefill factor
+                b = decode_feats[0][0] if decode_feats else 0
+                t *= (b + (tokens - b) * self.prefill_factor) / max(tokens, 1)
         return t
 
     def decode_time(self, b: int, sum_ctx: float) -> float:
@@ -203,6 +208,23 @@ class StepModel:
             pieces = [(0, math.floor(kink)), (math.floor(kink) + 1, k - 1)]
         # sum over integer j in [lo, hi] of a linear function = (hi - lo + 1) (f(lo) + f(hi)) / 2
         return sum((hi - lo + 1) * (at(lo) + at(hi)) / 2 for lo, hi in pieces if hi >= lo)
+
+    def scaled(self, factor: float, prefill: float | None = None) -> "StepModel":
+        """The same engine with every step time multiplied by `factor` (a system 1/factor as fast), and prompt
+        work by `prefill` instead when given (a step mixing both: by its token shares): used for the p10-p90
+        range of a simulation, with the decode and prefill intervals of estimate (engine.py)."""
+        import dataclasses
+
+        pf = self.prefill_factor * (1.0 if prefill is None else prefill / factor)
+
+        def grp(gs):
+            return [_AttnGroup(g.window, [(c, *(v * factor for v in coefs)) for c, *coefs in g.ops]) for g in gs]
+
+        return dataclasses.replace(
+            self, token_time=[t * factor for t in self.token_time], lm_time=[t * factor for t in self.lm_time],
+            groups=grp(self.groups), prefill_groups=grp(self.prefill_groups),
+            kernel_overhead_s=self.kernel_overhead_s * factor, step_overhead_s=self.step_overhead_s * factor,
+            prefill_factor=pf)
 
     # ------------------------------------------------------------ capacity
 
@@ -293,23 +315,25 @@ class ReplicaMemory:
 
 
 def replica_memory(m, fmt, kv_dtype: str, spec: HardwareSpec, tp: int = 1, pp: int = 1, max_tokens: int = 8192,
-                   flash_attention: bool = True, gpu_memory_utilization: float = 0.9) -> ReplicaMemory:
-    """Per GPU: weights / (t p) + runtime overhead + peak activations of a max_tokens prefill / t, against
-    gpu_memory_utilization x usable capacity (vLLM's default 0.9); the rest holds KV. A token's KV (all layers)
-    takes kv_bytes_per_token x (t / kv_split) / (t p) per GPU, spread over the t p GPUs of the replica.
+                   flash_attention: bool = True, gpu_memory_utilization: float = 0.9,
+                   max_num_seqs: int = 256) -> ReplicaMemory:
+    """The KV pool of one engine, by the same rule as `planner estimate --engine vllm` (planner.memory.plan_memory,
+    vLLM V1 with max_num_batched_tokens = max_tokens): per GPU, gpu_memory_utilization x usable capacity less
+    weights / (t p), the profiling run's peak and the runtime overhead holds KV. A token's KV (all layers) takes
+    kv_bytes_per_token x (t / kv_split) / (t p) per GPU, spread over the t p GPUs of the replica.
     """
-    cap = spec.usable_capacity_gb * GB * gpu_memory_utilization
-    w = weight_bytes(m, fmt) / (tp * pp)
-    act = float(activation_bytes_peak(m, fmt, 1, max_tokens, 0, flash_attention)) / tp
-    ovh = runtime_overhead_gb(spec) * GB
-    free = cap - w - act - ovh
+    s = EngineSettings(vllm_version="v1", gpu_memory_utilization=gpu_memory_utilization,
+                       max_num_batched_tokens=max_tokens, max_num_seqs=max_num_seqs)
+    mb = plan_memory(m, fmt, kv_dtype, 1, 1, 0, spec, "vllm", s, tp, kv_split(m, tp), flash_attention, pp=pp)
+    cap = mb.budget
     per_tok_total = kv_bytes_per_token(m, kv_dtype)
     per_tok_gpu = per_tok_total / kv_split(m, tp) / pp
+    free = mb.kv_pool_bytes
     tokens = int(free // per_tok_gpu) if free > 0 else 0
-    need = (w + act + ovh) / GB
+    need = (mb.weights_bytes + mb.activations_bytes + mb.overhead_bytes) / GB
     if free <= 0:
         verdict = (f"does not fit: needs {need:.1f} GB per device before any KV cache, of {cap / GB:.1f} GB "
                    f"({gpu_memory_utilization:g} x usable)")
     else:
         verdict = f"fits: {need:.1f} GB per device + KV pool of {tokens:,} tokens"
-    return ReplicaMemory(free > 0, verdict, w / GB, tokens, per_tok_total, cap / GB)
+    return ReplicaMemory(free > 0, verdict, mb.weights_bytes / GB, tokens, per_tok_total, cap / GB)

@@ -22,16 +22,40 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..errors import PlannerError, pydantic_one_line
 
 TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
+# hard limits (issue 15): simulated requests, trace rows and tokens per request, request rate
+MAX_REQUESTS = 1_000_000
+MAX_TRACE_ROWS = 1_000_000
+MAX_TOKENS = 1 << 24          # 16,777,216 tokens per prompt or output: beyond any model's context
+MIN_QPS, MAX_QPS = 1e-6, 1e6
+
+
+def check_requests(n, flag: str = "--requests") -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= MAX_REQUESTS:
+        raise PlannerError(f"{flag}: must be an integer in [1, {MAX_REQUESTS:,}], got {n!r}")
+    return int(n)
+
+
+def check_seed(seed, flag: str = "--seed") -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= 2**32 - 1:
+        raise PlannerError(f"{flag}: must be an integer in [0, {2**32 - 1}], got {seed!r}")
+    return int(seed)
+
+
+def check_qps(q, flag: str = "--qps") -> float:
+    if isinstance(q, bool) or not isinstance(q, (int, float, np.floating)) or not MIN_QPS <= float(q) <= MAX_QPS:
+        raise PlannerError(f"{flag}: must be a finite number of requests per second in [{MIN_QPS:g}, {MAX_QPS:g}], "
+                           f"got {q!r}")
+    return float(q)
 
 
 class LengthDist(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["fixed", "uniform", "lognormal"]
-    mean: float | None = Field(None, gt=0)
-    sigma: float = Field(0.5, ge=0, description="lognormal spread of ln(length)")
-    min: int = Field(1, ge=1)
-    max: int = Field(131072, ge=1)
+    mean: float | None = Field(None, gt=0, le=MAX_TOKENS, allow_inf_nan=False)
+    sigma: float = Field(0.5, ge=0, le=5, allow_inf_nan=False, description="lognormal spread of ln(length)")
+    min: int = Field(1, ge=1, le=MAX_TOKENS)
+    max: int = Field(131072, ge=1, le=MAX_TOKENS)
 
     @model_validator(mode="after")
     def _check(self):
@@ -64,7 +88,7 @@ class Workload(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    qps: float = Field(gt=0)
+    qps: float = Field(ge=MIN_QPS, le=MAX_QPS, allow_inf_nan=False)
     prompt: LengthDist
     output: LengthDist
     trace: str | None = Field(None, description="CSV trace; its lengths are used, arrivals rescaled to qps if given")
@@ -105,21 +129,22 @@ def make_workload(qps: float, prompt: dict | LengthDist, output: dict | LengthDi
         raise pydantic_one_line("workload", exc) from None
 
 
-def generate(w: Workload, n: int, seed: int = 0) -> Requests:
-    """n requests: Poisson arrivals at w.qps and sampled lengths; or the trace (first n rows, cycled if shorter),
-    with arrival times scaled so that its mean rate is w.qps."""
-    if n < 1:
-        raise PlannerError(f"--requests: must be an integer >= 1, got {n}")
+def generate(w: Workload, n: int, seed: int = 0, stride: int = 1) -> Requests:
+    """n requests: Poisson arrivals at w.qps and sampled lengths; or the trace (cycled if shorter than n x stride),
+    with arrival times scaled so that its mean rate is w.qps, taking every `stride`-th row (round-robin routing to
+    one of `stride` engines: rows 0, stride, 2 stride, ...)."""
+    check_requests(n)
+    check_seed(seed)
+    if isinstance(stride, bool) or not isinstance(stride, (int, np.integer)) or not 1 <= stride <= 10**7:
+        raise PlannerError(f"--replicas: engines sharing the traffic must be an integer in [1, 1e7], got {stride!r}")
     if w.trace:
         tr = load_trace(w.trace)
-        reps = -(-n // len(tr))
         span = float(tr.arrival_s[-1] - tr.arrival_s[0]) + (1.0 / tr.rate_per_s if np.isfinite(tr.rate_per_s) else 1.0)
-        arr = np.concatenate([tr.arrival_s - tr.arrival_s[0] + i * span for i in range(reps)])[:n]
-        pr = np.tile(tr.prompt, reps)[:n]
-        out = np.tile(tr.output, reps)[:n]
+        idx = np.arange(n, dtype=np.int64) * int(stride)
+        cyc, row = np.divmod(idx, len(tr))
+        arr = tr.arrival_s[row] - tr.arrival_s[0] + cyc * span
         rate = (len(tr) / span) if span > 0 else w.qps
-        arr = arr * (rate / w.qps)
-        return Requests(arr, pr, out)
+        return Requests(arr * (rate / w.qps), tr.prompt[row], tr.output[row])
     # one random stream per field, so that the first k of n requests are the same for every n >= k
     gaps = np.random.default_rng([seed, 0]).exponential(1.0 / w.qps, size=n)
     return Requests(np.cumsum(gaps) - gaps[0], w.prompt.sample(n, np.random.default_rng([seed, 1])),
@@ -128,14 +153,15 @@ def generate(w: Workload, n: int, seed: int = 0) -> Requests:
 
 def load_trace(path: str | Path) -> Requests:
     """Read a CSV trace (header arrival_s,prompt_tokens,output_tokens); one-line errors for bad files."""
+    from ..io import read_text
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PlannerError(f"--trace: cannot read {p}: {exc.strerror or exc}") from None
+    text = read_text(p, "--trace")
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         raise PlannerError(f"--trace: {p} is empty")
+    if len(lines) - 1 > MAX_TRACE_ROWS:
+        raise PlannerError(f"--trace: {p} has {len(lines) - 1:,} rows; allowed: at most {MAX_TRACE_ROWS:,}")
     head = tuple(h.strip() for h in lines[0].split(","))
     if head != TRACE_COLUMNS:
         raise PlannerError(f"--trace: {p} header must be {','.join(TRACE_COLUMNS)}, got {','.join(head)}")
@@ -146,8 +172,9 @@ def load_trace(path: str | Path) -> Requests:
             a, pr, o = float(parts[0]), int(parts[1]), int(parts[2])
         except (ValueError, IndexError):
             raise PlannerError(f"--trace: {p} line {i}: expected number,int,int, got {ln.strip()!r}") from None
-        if len(parts) != 3 or not np.isfinite(a) or a < 0 or pr < 1 or o < 1:
-            raise PlannerError(f"--trace: {p} line {i}: need arrival_s >= 0, prompt_tokens >= 1, output_tokens >= 1")
+        if len(parts) != 3 or not np.isfinite(a) or a < 0 or a > 1e9 or not 1 <= pr <= MAX_TOKENS or not 1 <= o <= MAX_TOKENS:
+            raise PlannerError(f"--trace: {p} line {i}: need arrival_s >= 0 (at most 1e9), prompt_tokens >= 1, "
+                               f"output_tokens >= 1 (each at most {MAX_TOKENS:,})")
         rows.append((a, pr, o))
     if not rows:
         raise PlannerError(f"--trace: {p} has a header but no requests")

@@ -169,13 +169,13 @@ def test_missing_optional_dependency_is_one_line(monkeypatch, capsys):
 
 
 def test_estimate_compares_several_devices(capsys):
-    args = ["-w", "fp8", "-b", "8", "-p", "2048", "-o", "256"]
+    args = ["-w", "fp8", "-b", "16", "-p", "2048", "-o", "256"]
     code, out, _ = run(capsys, "estimate", "-m", "llama-3.1-70b", "-H", "h100-sxm,h200-sxm", *args, "--json")
     rows = json.loads(out)
-    # fp8 linear weights (68.45e9 x 8.008 bits) + fp16 embedding and LM head (2 x 1.05e9 x 2 B) = 72.7 GB; KV 8 x 2304
-    # tokens x 327,680 B = 6.0 GB; activations 16,384 x (2 x 8192 + 3 x 28672) x 2 B = 3.4 GB; overhead 1 GB:
-    # 83.1 GB, over H100's 80 GB, under H200's 141 GB
-    assert rows[0]["memory"]["total_gb"] == pytest.approx(83.1, abs=0.1)
+    # fp8 linear weights (68.45e9 x 8.008 bits) + fp16 embedding and LM head (2 x 1.05e9 x 2 B) = 72.7 GB; KV 16 x 2304
+    # tokens x 327,680 B = 12.1 GB; activations 32,768 x (2 x 8192 + 3 x 28672) x 2 B = 6.7 GB; overhead 1 GB:
+    # 92.5 GB, over the 85.0 GB an H100 SXM exposes (visible_gb), under H200's 149.85 GB
+    assert rows[0]["memory"]["total_gb"] == pytest.approx(92.5, abs=0.1)
     assert [r["hardware"] for r in rows] == ["h100-sxm", "h200-sxm"]
     assert [r["memory"]["fits"] for r in rows] == [False, True]
     code, out, _ = run(capsys, "estimate", "-m", "llama-3.1-70b", "-H", "h100-sxm,h200-sxm", *args)

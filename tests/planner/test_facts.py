@@ -183,7 +183,10 @@ def test_tensor_parallel_estimate():
     assert two.tp == 2 and two.memory.devices == 2
     assert two.memory.weights_gb == pytest.approx(6_738_415_616 * 2 / 2 / 1e9)
     assert two.memory.kv_cache_gb == pytest.approx(one.memory.kv_cache_gb / 2)
-    assert two.memory.overhead_gb == one.memory.overhead_gb  # every device has its own runtime
+    # every device has its own runtime: CUDA context 0.8 GB + CUDA-graph pool (a 512-token decode pass, MLP live
+    # set 512 x (2 x 4096 + 3 x 11008 / t) x 2 B) + NCCL 0.45 GB under TP (planner.memory.runtime_overhead_bytes)
+    assert one.memory.overhead_gb * 1e9 == pytest.approx(0.8e9 + 512 * (2 * 4096 + 3 * 11008) * 2)
+    assert two.memory.overhead_gb * 1e9 == pytest.approx(0.8e9 + 512 * (2 * 4096 + 3 * 11008 / 2) * 2 + 0.45e9)
     # the first decode step is the parallelism module's per-GPU roofline + all-reduces, exactly
     spec = load_hardware("h100-sxm")
     from planner.efficiency import resolve_efficiency

@@ -40,12 +40,25 @@ def test_plan_costs_and_ranking(chat_plan):
     for r in priced.to_dict(orient="records"):
         assert r["usd_per_hour"] == pytest.approx(r["gpus"] * r["usd_per_gpu_hour"])
         out_tok_s = chat_plan.scenario.workload.qps * 250  # the preset's mean output (sampled mean within ~2%)
-        assert r["usd_per_m_output_tokens"] == pytest.approx(r["usd_per_hour"] / (out_tok_s * 3600) * 1e6, rel=0.05)
+        in_tok_s = chat_plan.scenario.workload.qps * 1000  # and mean prompt
+        # the hour is split between input and output by the prefill share f_in; both parts add up to the hour
+        f = r["prefill_time_share"]
+        assert 0 < f < 1
+        assert r["usd_per_m_output_tokens"] == pytest.approx(r["usd_per_hour"] * (1 - f) / (out_tok_s * 3600) * 1e6,
+                                                             rel=0.05)
+        assert r["usd_per_m_input_tokens"] == pytest.approx(r["usd_per_hour"] * f / (in_tok_s * 3600) * 1e6, rel=0.05)
+        assert r["usd_per_m_tokens_blended"] == pytest.approx(
+            r["usd_per_hour"] / ((in_tok_s + out_tok_s) * 3600) * 1e6, rel=0.05)
     # the RTX 3060 has no price in its spec: ranked after priced devices, said so
     row = t[t["hardware"] == "rtx-3060-12gb"].iloc[0]
     assert row["status"] == "rejected" or math.isnan(row["usd_per_hour"])
     assert {"quantization", "batch size", "chunked prefill", "FlashAttention", "paged KV",
             "speculative decoding"} <= {r["topic"] for r in chat_plan.recommendations}
+    # the batch recommendation reads the simulated time-average (Little's law) and the busy-time batch
+    best = chat_plan.best
+    rec = next(x for x in chat_plan.recommendations if x["topic"] == "batch size")["recommendation"]
+    assert f"{best['mean_running']:.1f} sequences running on average" in rec
+    assert f"{best['mean_batch_busy']:.1f} while the engine is busy" in rec
 
 
 def test_price_override_and_rejection_reason():

@@ -81,7 +81,7 @@ def test_default_page_answers_with_hand_derived_memory():
     assert row["weights (GB)"] == pytest.approx(8_030_261_248 * 2 / 1e9, rel=1e-3)
     assert row["KV per token (bytes)"] == pytest.approx(131_072, rel=1e-9)
     assert row["KV cache (GB)"] == pytest.approx(131_072 * (512 + 128) / 1e9, rel=1e-3)  # batch 1, 640 tokens
-    assert row["usable (GB)"] == pytest.approx(80.0)
+    assert row["usable (GB)"] == pytest.approx(85.0)  # H100 SXM: the 85.0e9 B CUDA exposes (visible_gb)
     # the memory chart is there, with a title and unit-bearing axis
     spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
     assert "Memory" in spec["title"]["text"] if isinstance(spec["title"], dict) else "Memory" in spec["title"]
@@ -180,12 +180,13 @@ def test_uploads_good_and_malformed():
     assert len(metric_values(at, "TTFT")) == 1  # the catalog device still answers
 
     good = Path(__file__).resolve().parents[2] / "hardware_specs" / "h100-sxm.yaml"
-    text = good.read_text().replace("id: h100-sxm", "id: my-h100").replace("capacity_gb: 80", "capacity_gb: 40")
+    text = good.read_text().replace("id: h100-sxm", "id: my-h100").replace("capacity_gb: 80", "capacity_gb: 40")\
+        .replace("visible_gb: 85.0", "visible_gb: 42.5")
     at.file_uploader(key="hardware_upload").set_value(("my-h100.yaml", text.encode(), "application/x-yaml"))
     at.run()
     no_failure(at)
     assert not at.error
-    assert [m.label for m in at.metric if m.label.startswith("VRAM")] == ["VRAM (of 80 GB)", "VRAM (of 40 GB)"]
+    assert [m.label for m in at.metric if m.label.startswith("VRAM")] == ["VRAM (of 85 GB)", "VRAM (of 42 GB)"]  # usable GB: visible_gb 85.0 and 42.5
 
 
 def test_the_shared_link_restores_the_inputs_and_bad_parameters_are_one_line_each():

@@ -65,7 +65,9 @@ def test_spec_from_measured_ceilings(tiny_run):
     _, recs = tiny_run
     spec = parse_hardware(spec_from_records(recs), "test")
     triad = next(r for r in recs if r.kernel == "stream" and r.params.op == "triad")
-    assert spec.memory.bandwidth_gbs == pytest.approx(triad.achieved_gbs, rel=1e-3)
+    # localspec writes the bandwidth rounded to 0.01 GB/s; on a loaded 2-core machine the tiny triad measures ~1 GB/s,
+    # where that rounding is up to 0.5%, so the tolerance is the rounding itself
+    assert spec.memory.bandwidth_gbs == pytest.approx(triad.achieved_gbs, abs=0.005)
     assert "STREAM triad" in spec.memory.source
     assert set(spec.units[0].peak_tflops) == {"fp32", "bf16"} and spec.kind == "cpu"
 

@@ -1,0 +1,56 @@
+"""Tensor-parallel links per topology against ring all-reduce times derived by hand from the datasheets."""
+
+import pytest
+
+from planner.architecture import load_model
+from planner.hardware import load_hardware
+from planner.quantization import weight_format
+from planner.serving import node_for
+from planner.serving.parallelism import tp_comm_time_s
+
+# one all-reduce of a long prompt's activations: 8192 tokens x hidden 8192 (Llama-3.1-70B) x 2 bytes (bf16)
+B = 8192 * 8192 * 2
+
+
+def _ar(hw, t):
+    return float(node_for(load_hardware(hw)).intra_link().allreduce_time_s(B, t))
+
+
+def test_mi300x_mesh_uses_one_link_per_peer():
+    # AMD MI300X platform: each GPU pair shares one 64 GB/s-per-direction link; a TP group of t uses t - 1 of them.
+    # ring all-reduce 2 (t-1)/t x bytes / ((t-1) x 64 GB/s) + 10 us
+    assert _ar("mi300x", 2) == pytest.approx(1 * B / 64e9 + 10e-6, rel=1e-12)         # 2.107 ms
+    assert _ar("mi300x", 4) == pytest.approx(1.5 * B / 192e9 + 10e-6, rel=1e-12)
+    assert _ar("mi300x", 8) == pytest.approx(1.75 * B / 448e9 + 10e-6, rel=1e-12)
+    # the old rule (448 GB/s at every degree) made TP2 7x too fast on the bandwidth term
+    assert (_ar("mi300x", 2) - 10e-6) / (B / 448e9) == pytest.approx(7.0, rel=1e-12)
+
+
+def test_nvswitch_all_to_all_full_bandwidth_at_every_degree():
+    # DGX H100: NVLink 4 through NVSwitch, 450 GB/s per direction whatever the group size; 8 us per collective
+    assert _ar("h100-sxm", 2) == pytest.approx(B / 450e9 + 8e-6, rel=1e-12)
+    assert _ar("h100-sxm", 8) == pytest.approx(1.75 * B / 450e9 + 8e-6, rel=1e-12)
+
+
+def test_geforce_pcie_bus():
+    # RTX 4090: PCIe Gen4 x16 only (no NVLink), 64 GB/s bidirectional -> 32 GB/s per direction; 20 us
+    node = node_for(load_hardware("rtx-4090"))
+    assert node.intra_link().topology == "bus"
+    assert _ar("rtx-4090", 2) == pytest.approx(B / 32e9 + 20e-6, rel=1e-12)
+
+
+def test_between_nodes_over_the_nic():
+    # DGX H100 to DGX H100: one 400 Gb/s ConnectX-7 per GPU = 50 GB/s; a pipeline hand-off of 8192 x 8192 x 2 B
+    link = node_for(load_hardware("h100-sxm")).inter_link()
+    assert link.kind == "infiniband"
+    assert float(link.send_time_s(B)) == pytest.approx(B / 50e9 + 25e-6, rel=1e-12)
+    roce = node_for(load_hardware("mi300x")).inter_link()
+    assert (roce.kind, roce.per_direction_gbs) == ("roce", 50)
+
+
+def test_tp2_prompt_comm_on_mi300x_in_the_step():
+    # two all-reduces per layer x 80 layers for Llama-3.1-70B's 8192-token prompt at TP2 on MI300X
+    m = load_model("llama-3.1-70b")
+    link = node_for(load_hardware("mi300x")).intra_link()
+    t = float(tp_comm_time_s(m, weight_format("bf16"), 8192, 2, link))
+    assert t == pytest.approx(160 * (B / 64e9 + 10e-6), rel=1e-12)   # 337 ms
