@@ -52,6 +52,7 @@ HARDWARE_IDS = {
     "NVIDIA GeForce RTX 4090": "rtx-4090",
     "NVIDIA H200": "h200-sxm",
     "NVIDIA DGX Spark (GB10)": "dgx-spark",
+    "Intel Arc Pro B60": "arc-pro-b60",  # TP ranks -> cards not stated (measured_serving.md); one card per rank assumed
 }
 ASSUMPTIONS = {
     "NVIDIA H100": "mapped to h100-sxm (variant not stated)",
