@@ -66,8 +66,9 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", default="none", help="KV sizing rules: none, vllm, trtllm, sglang, llamacpp")
     p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree inside one node (default 1)")
     p.add_argument("--no-flash-attention", action="store_true", help="materialize the attention score matrix")
-    p.add_argument("--runtime", default=None, help="serving runtime profile (llamacpp, trtllm, gpt-fast): fitted "
-                   "efficiency and p10-p90 ranges (hardware_specs/runtimes/)")
+    p.add_argument("--runtime", default=None, help="engine profile (vllm, sglang, tgi, lmdeploy, trtllm, llamacpp, "
+                   "gpt-fast, exllamav2, hf-eager): fitted efficiency and p10-p90 ranges (hardware_specs/runtimes/); "
+                   "default: the --engine's profile when one exists")
     eff = p.add_mutually_exclusive_group()
     eff.add_argument("--no-calibration", action="store_true", help="ignore calibration files (kind/device defaults)")
     eff.add_argument("--datasheet", action="store_true", help="plain roofline: efficiency 1.0, no overheads")
@@ -118,9 +119,11 @@ def cmd_estimate(args) -> int:
     from .report import comparison_text, estimate_text, ops_text
 
     def one(hw):
+        from .runtimes import runtime_for_engine
         return estimate(args.model, hw, args.weights, args.kv_dtype, args.batch, args.prompt, args.output,
                         unit=args.unit, efficiency=efficiency_mode(args), engine=args.engine,
-                        flash_attention=not args.no_flash_attention, runtime=getattr(args, "runtime", None),
+                        flash_attention=not args.no_flash_attention,
+                        runtime=getattr(args, "runtime", None) or runtime_for_engine(args.engine, hw),
                         tp=args.tp, engine_settings=engine_settings(args))
 
     devices = str_list(args.hardware)
@@ -135,10 +138,22 @@ def cmd_estimate(args) -> int:
                 print(f"warning: {e.hardware}: {w}", file=sys.stderr)
         return 0
     e = one(args.hardware)
-    if args.json:
+    if getattr(args, "runtime", None) is None and e.runtime is not None:
+        print(f"note: --engine {args.engine}: efficiency and ranges from the {e.runtime} engine profile "
+              f"(hardware_specs/runtimes/{e.runtime}.yaml); --runtime names another", file=sys.stderr)
+    if args.json and getattr(args, "explain", False):
+        import json
+
+        from .report import explain
+        print(json.dumps({**json.loads(e.model_dump_json()), "explain": explain(e)}, indent=2))
+    elif args.json:
         print(e.model_dump_json(indent=2))
     else:
         print(estimate_text(e))
+        if getattr(args, "explain", False):
+            from .report import explain_text
+            print()
+            print(explain_text(e))
         if args.ops:
             print()
             print(ops_text(e, "prefill"))
@@ -265,6 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_engine_memory_args(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--ops", action="store_true", help="also print the per-operator table")
+    p.add_argument("--explain", action="store_true",
+                   help="also print the share of peak compute and bandwidth the prediction implies")
     p.set_defaults(func=cmd_estimate)
 
     p = sub.add_parser("hardware", help="list or show hardware specs")

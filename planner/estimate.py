@@ -374,7 +374,8 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         pc = default_interval_class()  # ranges of the kind defaults against published measurements
     if pc is not None:
         from .runtimes import interval_regime
-        ip, idd = interval_regime(pc, "prefill", batch), interval_regime(pc, "decode", batch)
+        xp = {"moe": m.moe is not None, "multi_gpu": tp > 1}  # widened when the fit had no such row
+        ip, idd = interval_regime(pc, "prefill", batch, **xp), interval_regime(pc, "decode", batch, **xp)
         if ip is not None:
             prefill = prefill.model_copy(update=dict(
                 latency_ms_low=prefill.latency_ms / ip.p90, latency_ms_high=prefill.latency_ms / ip.p10,
@@ -388,7 +389,8 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
                 tokens_per_s_total_low=decode.tokens_per_s_total * idd.p10,
                 tokens_per_s_total_high=decode.tokens_per_s_total * idd.p90))
             e2e_r = e2e_r.model_copy(update=dict(latency_s_low=e2e / idd.p90, latency_s_high=e2e / idd.p10))
-        regime = next((k for k, v in pc.intervals.items() if v is idd), None)
+        regime = None if idd is None else next(k for k in (("decode", "throughput") if batch == 1 else
+                                                            ("throughput", "decode")) if k in pc.intervals)
         iv_report = IntervalReport(
             runtime=prof.id if prof is not None else "none (kind-default efficiencies)", hardware_class=pc.key, prefill=(ip.p10, ip.p90) if ip else None,
             decode=(idd.p10, idd.p90) if idd else None, decode_regime=regime,

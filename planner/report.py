@@ -80,6 +80,35 @@ def estimate_text(e: Estimate) -> str:
     return "\n".join(lines)  # warnings go to stderr (planner/cli.py), once, in every output mode
 
 
+def explain(e: Estimate) -> dict:
+    """Share of the datasheet peaks each predicted phase implies (planner.roofline.implied_shares): prefill over
+    its flops and bytes, one mean decode step over its ops' flops and bytes; per device under tensor parallelism."""
+    from .roofline import implied_shares
+
+    r, p, d = e.roofline, e.prefill, e.decode
+    out = {"peak_tflops": r.peak_tflops["matmul"], "bandwidth_gbs": r.bandwidth_gbs}
+    if p.latency_ms:
+        c, b = implied_shares(p.flops, p.bytes, p.latency_ms / 1e3, r.peak_tflops["matmul"], r.bandwidth_gbs)
+        out["prefill"] = {"compute_share": c, "bandwidth_share": b}
+    if d.latency_ms_per_token:
+        flops = sum(o.flops for o in d.ops)  # OpReport.flops is already x count
+        c, b = implied_shares(flops, d.bytes_per_step, d.latency_ms_per_token / 1e3, r.peak_tflops["matmul"],
+                              r.bandwidth_gbs)
+        out["decode"] = {"compute_share": c, "bandwidth_share": b}
+    return out
+
+
+def explain_text(e: Estimate) -> str:
+    x = explain(e)
+    lines = [f"Implied share of the datasheet peaks ({x['peak_tflops']:g} TFLOP/s, {x['bandwidth_gbs']:g} GB/s):"]
+    for phase in ("prefill", "decode"):
+        if phase in x:
+            lines.append(f"  {phase:8s} compute {x[phase]['compute_share'] * 100:5.1f}%   bandwidth "
+                         f"{x[phase]['bandwidth_share'] * 100:5.1f}%")
+    lines.append("  A measurement slower than predicted reaches proportionally less: measured/predicted x these.")
+    return "\n".join(lines)
+
+
 def ops_text(e: Estimate, stage: str) -> str:
     rep = e.prefill if stage == "prefill" else e.decode
     out = [f"{stage} operators:", f"  {'op':22s} {'x':>3s} {'GFLOP':>10s} {'MB':>10s} {'FLOP/B':>8s} {'time':>10s}  bound"]

@@ -19,6 +19,7 @@ from .errors import PlannerError
 from .hardware import ComputeUnit, Efficiency, HardwareSpec, default_efficiency
 from .ops import ATTENTION, MATMUL, VECTOR, OpCost
 from .quantization import WeightFormat
+from .regimes import kv_read_factor, matmul_preferences
 from .units import GB, TERA, US
 
 _CLASS_DTYPES = {
@@ -38,6 +39,12 @@ def pick_dtype(unit: ComputeUnit, preferences: tuple[str, ...]) -> str | None:
     return next((d for d in preferences if d in unit.peak_tflops), None)
 
 
+def matmul_dtype(unit: ComputeUnit, fmt: WeightFormat) -> str | None:
+    """The dtype weight GEMMs run in: the format's first compute dtype the unit lists, skipping 4-bit tensor dtypes
+    for weight-only formats (they dequantize into the activation dtype; planner.regimes.matmul_preferences)."""
+    return pick_dtype(unit, matmul_preferences(fmt.compute_dtypes, fmt.weight_only))
+
+
 def unit_supports(unit: ComputeUnit, fmt: WeightFormat) -> bool:
     if unit.formats is not None and fmt.name not in unit.formats:
         return False
@@ -52,7 +59,7 @@ def unit_request_proxy_s(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightForma
     prefill is compute bound (2 FLOP per parameter per token), decode reads every weight once per token. Lower is
     faster; `prompt`/`output` may be arrays."""
     eff = default_efficiency(spec, unit)
-    peak = unit.peak_tflops[pick_dtype(unit, fmt.compute_dtypes)] * TERA * eff.compute_fraction
+    peak = unit.peak_tflops[matmul_dtype(unit, fmt)] * TERA * eff.compute_fraction
     bw = min(spec.memory.bandwidth_gbs, unit.bandwidth_gbs or spec.memory.bandwidth_gbs) * GB * eff.bandwidth_fraction
     return 2.0 * np.asarray(prompt, dtype=np.float64) / peak + np.asarray(output, dtype=np.float64) * fmt.bytes_per_weight / bw
 
@@ -93,6 +100,7 @@ class DeviceModel:
     dequant_factor: float = 1.0         # 1 + efficiency.dequant_overhead[format]: GEMM compute-time multiplier
     matmul_cap_flops: float = float("inf")  # power cap on weight GEMMs: tdp_w x matmul_tflops_per_watt (FLOP/s)
     compute_half_rows: float | None = None  # the format's GEMM half rows (efficiency.format_half_rows); None: global
+    unit_dtypes: tuple[str, ...] = ()       # dtypes the unit lists a peak for (native formats; regimes.kv_read_factor)
 
     @property
     def eff_peak_flops(self) -> dict[str, float]:
@@ -112,7 +120,7 @@ class DeviceModel:
 
 
 def device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff: Efficiency) -> DeviceModel:
-    dtypes = {MATMUL: pick_dtype(unit, fmt.compute_dtypes)}
+    dtypes = {MATMUL: matmul_dtype(unit, fmt)}
     first = fmt.compute_dtypes[0]
     act_pref = ((first,) if first in ("fp32", "fp16", "bf16") else ()) + _CLASS_DTYPES[ATTENTION]
     dtypes[ATTENTION] = pick_dtype(unit, act_pref)
@@ -128,7 +136,8 @@ def device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff: 
     tpw = getattr(eff, "matmul_tflops_per_watt", 0.0)
     cap = spec.power.tdp_w * tpw * TERA if (tpw > 0 and spec.power is not None) else float("inf")
     half = (getattr(eff, "format_half_rows", None) or {}).get(fmt.name, eff.compute_half_rows)
-    return DeviceModel(spec.id, unit.name, dtypes, peaks, bw, eff, fmt.bytes_per_weight, dq, cap, half)
+    return DeviceModel(spec.id, unit.name, dtypes, peaks, bw, eff, fmt.bytes_per_weight, dq, cap, half,
+                       tuple(unit.peak_tflops))
 
 
 def fp16_accumulate_peak(unit: ComputeUnit, dtype: str) -> float:
@@ -194,9 +203,18 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
             peak = np.minimum(peak, cap) * matmul_peak_scale(rows, half, dq)
         if op.compute == ATTENTION and op.kv_dtype in kv_dq:  # converting cached K/V costs compute time
             peak = peak / (1.0 + kv_dq[op.kv_dtype])
-        t, c, m = roofline_time_s(op.flops, op.bytes, peak, bw)
+        t, c, m = roofline_time_s(op.flops, op_bytes(op, getattr(dev, "unit_dtypes", None)), peak, bw)
         out.append(OpTime(op, op.count * (t + ovh), op.count * c, op.count * m, op.count * ovh))
     return out
+
+
+def op_bytes(op: OpCost, unit_dtypes) -> np.ndarray | float:
+    """Bytes an op costs in bandwidth time: op.bytes, with the KV read scaled by regimes.kv_read_factor where the
+    unit converts the cache format in the kernel (fp8 KV on a unit without fp8 math)."""
+    f = kv_read_factor(unit_dtypes, op.kv_dtype) if (unit_dtypes and op.kv_dtype) else 1.0
+    if f == 1.0:
+        return op.bytes
+    return op.bytes + (f - 1.0) * np.asarray(op.kv_read_bytes, dtype=np.float64)
 
 
 def step_time_s(op_times: list[OpTime], dev: DeviceModel):
@@ -210,3 +228,17 @@ def step_bound(op_times: list[OpTime]):
     mem = sum(np.where(ot.compute_s > ot.memory_s, 0.0, ot.memory_s) for ot in op_times)
     ovh = sum(ot.overhead_s for ot in op_times)
     return np.where((ovh > comp) & (ovh > mem), "overhead", np.where(comp > mem, "compute", "memory"))
+
+
+def implied_shares(flops, n_bytes, time_s, peak_tflops: float, bandwidth_gbs: float) -> tuple[float, float]:
+    """(share of the datasheet compute peak, share of the datasheet bandwidth) that a predicted time implies:
+
+        compute share   = flops / time / (peak_tflops x 1e12)
+        bandwidth share = bytes / time / (bandwidth_gbs x 1e9)
+
+    e.g. Llama-2-7B fp16 decode at batch 1 reads ~13.5 GB per step; 50 ms per step on an A100 (2,039 GB/s) is
+    13.5e9 / 0.05 / 2.039e12 = 13% of bandwidth (the eager-PyTorch figure of issue 11). 0 when time is not > 0."""
+    t = float(time_s)
+    if not t > 0:
+        return 0.0, 0.0
+    return float(flops) / t / (peak_tflops * TERA), float(n_bytes) / t / (bandwidth_gbs * GB)

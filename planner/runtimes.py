@@ -11,10 +11,12 @@ parameters the roofline uses (planner/roofline.py):
   step_overhead_ms      fixed cost per forward step (sampling, host sync, graph launch)
   dequant_overhead      per weight format: extra GEMM compute time for dequantizing weights (fraction)
 
-and the prediction interval per regime (decode / prefill / throughput): the p10 and p90 of measured / predicted
-speed over the fit's residuals, so that an estimate can say "p10-p90: a-b tok/s". Every profile records its
-provenance: data file, rows and devices used, the held-out devices, the date and the command that wrote it
-(`planner accuracy --fit`).
+and the prediction interval per regime (decode at batch 1 / prefill / batched decode and throughput): the p10 and
+p90 of measured / predicted speed over leave-one-source-out residuals, so that an estimate can say "p10-p90: a-b
+tok/s". Every profile records its provenance: data files, sources and devices used, the level the parameters come
+from (this engine, this engine on other hardware, its pooled engine family, or a documented default), the date
+and the command that wrote it (`planner accuracy --fit`). Engines: vllm (CUDA and ROCm classes), sglang, tgi,
+lmdeploy, trtllm, llamacpp, gpt-fast, exllamav2, hf-eager (planner/accuracy/benchmark.py ENGINES).
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ RUNTIMES_DIR = Path(os.environ.get("PLANNER_RUNTIMES_DIR", SPECS_DIR / "runtimes
 Regime = Literal["decode", "prefill", "throughput"]
 REGIMES: tuple[str, ...] = ("decode", "prefill", "throughput")
 _ALIASES = {"llama.cpp": "llamacpp", "llama-cpp": "llamacpp", "tensorrt-llm": "trtllm", "trt-llm": "trtllm",
-            "gptfast": "gpt-fast", "torch.compile": "gpt-fast"}
+            "gptfast": "gpt-fast", "torch.compile": "gpt-fast", "vllm-rocm": "vllm", "vllm-cuda": "vllm",
+            "turbomind": "lmdeploy", "lmdeploy-turbomind": "lmdeploy", "text-generation-inference": "tgi",
+            "hf": "hf-eager", "transformers": "hf-eager", "hf-transformers": "hf-eager", "exllama": "exllamav2"}
 
 
 class _Frozen(BaseModel):
@@ -59,6 +63,12 @@ class ClassFit(_Frozen):
     interval_source: str
     at_prior: list[str] = Field(default_factory=list, description=(
         "parameters the fit rows do not constrain (they stayed at the prior: the documented GPU defaults)"))
+    level: Literal["engine", "engine-other-hw", "family", "default"] = Field("engine", description=(
+        "whose rows the parameters come from: this engine on this class, this engine on other classes, the pooled "
+        "engine family, or a documented default (no measurement)"))
+    sources: list[str] = Field(default_factory=list, description="source ids of the rows fitted")
+    moe_rows: int = Field(0, ge=0, description="fitted rows of mixture-of-experts models")
+    multi_gpu_rows: int = Field(0, ge=0, description="fitted rows of tensor-parallel groups (TP > 1)")
 
 
 class RuntimeClass(_Frozen):
@@ -167,11 +177,54 @@ def default_interval_class() -> RuntimeClass | None:
                                             f" ({d.provenance.get('rows', '')})"))
 
 
-def interval_regime(profile_class: RuntimeClass, stage: str, batch: int) -> Interval | None:
+EXTRAPOLATION_WIDEN = 1.3  # log-space widening per extrapolation (as planner/accuracy/benchmark.py)
+
+
+def widen(iv: Interval, factor: float) -> Interval:
+    """The interval widened in log space around its geometric centre c = sqrt(p10 x p90):
+    p10' = c x (p10 / c)^factor, p90' = c x (p90 / c)^factor."""
+    c = (iv.p10 * iv.p90) ** 0.5
+    return Interval(p10=c * (iv.p10 / c) ** factor, p90=c * (iv.p90 / c) ** factor, rows=iv.rows)
+
+
+def interval_regime(profile_class: RuntimeClass, stage: str, batch: int, moe: bool = False,
+                    multi_gpu: bool = False) -> Interval | None:
     """The interval for a headline figure: prefill figures use 'prefill'; decode and end-to-end figures use
-    'decode' at batch 1 and 'throughput' at larger batches (falling back to the other if the profile lacks it)."""
+    'decode' at batch 1 and 'throughput' at larger batches (falling back to the other if the profile lacks it).
+    Widened x EXTRAPOLATION_WIDEN (each) for a mixture-of-experts model or a tensor-parallel group when the class's
+    fit had no such row (extrapolating outside the fit)."""
     iv = profile_class.intervals
     if stage == "prefill":
-        return iv.get("prefill")
-    order = ("decode", "throughput") if batch == 1 else ("throughput", "decode")
-    return next((iv[r] for r in order if r in iv), None)
+        out = iv.get("prefill")
+    else:
+        order = ("decode", "throughput") if batch == 1 else ("throughput", "decode")
+        out = next((iv[r] for r in order if r in iv), None)
+    if out is None:
+        return None
+    fit = profile_class.fit
+    factor = 1.0
+    if moe and (fit is None or fit.moe_rows == 0):
+        factor *= EXTRAPOLATION_WIDEN
+    if multi_gpu and (fit is None or fit.multi_gpu_rows == 0):
+        factor *= EXTRAPOLATION_WIDEN
+    return out if factor == 1.0 else widen(out, factor)
+
+
+def runtime_for_engine(engine: str | None, hardware=None) -> str | None:
+    """The profile id for a KV-sizing `--engine` name when a profile exists (vllm, sglang, trtllm, llamacpp, ...)
+    and, with `hardware` (id, path or HardwareSpec), has a class for that device's vendor; else None (the kind
+    defaults apply as before). `estimate --engine X` without `--runtime` then uses X's efficiency and range."""
+    from .memory import ENGINES  # only the KV-sizing engines; any other --engine stays an error of its own
+    if not engine or engine == "none" or engine not in ENGINES:
+        return None
+    key = _ALIASES.get(engine.lower(), engine.lower())
+    if key not in runtime_paths():
+        return None
+    if hardware is not None:
+        from .hardware import load_hardware
+        spec = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
+        prof = load_runtime(key)
+        if not any(c.vendor.lower() == spec.vendor.lower() and any(u.kind == c.unit_kind for u in spec.units)
+                   for c in prof.classes):
+            return None
+    return key

@@ -1,10 +1,22 @@
-"""The accuracy benchmark: published rows -> predictions (fitted runtime profiles, the plain datasheet roofline,
-a peer tool's formulas) -> absolute % errors, summaries, intervals and their coverage.
+"""The accuracy benchmark: published rows (data/measured_public.csv + data/measured_serving.csv) -> predictions
+-> absolute % errors, per-regime summaries, p10-p90 ranges and their coverage, all leave-one-source-out (LOSO).
 
-  error %       = |predicted - measured| / measured x 100, in the row's own unit
-  ratio         = measured / predicted speed (for TTFT rows: predicted / measured latency)
-  interval      = [predicted x p10, predicted x p90] of the runtime class's ratio quantiles (regime of the row)
-  covered       = measured inside the interval
+  error %   = |predicted - measured| / measured x 100, in the row's own unit
+  ratio     = predicted time / measured time (= measured / predicted speed)
+  LOSO      every row of source s is predicted by parameters fitted without any row of s. The parameters come from
+            the first level of this chain that has >= MIN_FIT_ROWS fit rows outside s:
+              engine          the same engine on the same hardware class ('<vendor>-<unit kind>')
+              engine-other-hw the same engine on any hardware class (peaks and bandwidth stay the device's own)
+              family          the pooled fit of the engine's family (serving engines: vLLM, SGLang, TGI, LMDeploy,
+                              TensorRT-LLM; local: llama.cpp, gpt-fast, ExLlamaV2, HF eager; every row keeps its
+                              engine's fp16-accumulate setting) on that class
+              default         the documented kind defaults (hardware_specs/defaults/efficiency.yaml)
+            Levels other than `engine` are extrapolation: their residuals make the (wider) ranges of unmeasured
+            engines.
+  range     [p10, p90] of the LOSO ratios of rows from *other* sources in the same regime (>= 10 rows; else all
+            other sources), widened x EXTRAPOLATION_WIDEN in log space around the median when the row is predicted
+            by extrapolation
+  covered   ratio inside that range
 """
 
 from __future__ import annotations
@@ -17,31 +29,39 @@ import numpy as np
 from ..hardware import load_hardware
 from ..quantization import weight_format
 from ..roofline import select_unit
-from .data import DATA_PATH, load_rows
-from .fit import PRIOR, WEIGHT_FORMATS_SET, assign_split, fit_design, pack, predict_with
+from .data import DATA_PATH, INTERVAL_KEY, REGIME_NAMES, load_rows
+from .fit import WEIGHT_FORMATS_SET, fit_design, predict_with
 from .predict import Design, build_design, hardware_class, value_from_time
 
-RUNTIME_NAMES = {
-    "llamacpp": ("llama.cpp", "llama.cpp (llama-bench; Metal on Apple GPUs, CUDA on NVIDIA GPUs)"),
-    "trtllm": ("TensorRT-LLM", "NVIDIA TensorRT-LLM v0.8 (gptSessionBenchmark, static batching, fused kernels)"),
-    "gpt-fast": ("gpt-fast", "pytorch-labs gpt-fast (torch.compile, CUDA graphs, batch-1 decode)"),
+MIN_FIT_ROWS = 5
+MIN_INTERVAL_ROWS = 10
+EXTRAPOLATION_WIDEN = 1.3  # log-space widening of the range for a row predicted without its engine's class data
+# engine id -> (name, description, family, fp16_accumulate). llama.cpp's CUDA backend runs 16-bit (and dequantized)
+# GEMMs through cuBLAS with CUBLAS_COMPUTE_16F (ggml-cuda.cu, ggml_cuda_op_mul_mat_cublas, 2024); the others
+# accumulate in fp32.
+ENGINES = {
+    "llamacpp": ("llama.cpp", "llama.cpp (llama-bench; Metal on Apple GPUs, CUDA on NVIDIA GPUs)", "local", True),
+    "gpt-fast": ("gpt-fast", "pytorch-labs gpt-fast (torch.compile, CUDA graphs, batch-1 decode)", "local", False),
+    "exllamav2": ("ExLlamaV2", "turboderp ExLlamaV2 (GPTQ/EXL2 kernels, single-stream decode)", "local", False),
+    "hf-eager": ("HF transformers (eager)", "Hugging Face transformers generate() in eager PyTorch: no CUDA graphs, "
+                 "no fused attention, one kernel launch per op from Python", "local", False),
+    "trtllm": ("TensorRT-LLM", "NVIDIA TensorRT-LLM (static batching, fused kernels)", "serving", False),
+    "vllm": ("vLLM", "vLLM (CUDA and ROCm builds; paged attention, continuous batching)", "serving", False),
+    "sglang": ("SGLang", "SGLang (radix attention, continuous batching; FlashInfer kernels)", "serving", False),
+    "tgi": ("TGI", "Hugging Face text-generation-inference (flash/paged attention, continuous batching)", "serving",
+            False),
+    "lmdeploy": ("LMDeploy TurboMind", "InternLM LMDeploy TurboMind engine (C++/CUDA, persistent batching)",
+                 "serving", False),
 }
-# llama.cpp's CUDA backend runs 16-bit (and dequantized) GEMMs through cuBLAS with CUBLAS_COMPUTE_16F
-# (ggml-cuda.cu, ggml_cuda_op_mul_mat_cublas, 2024); TRT-LLM and gpt-fast accumulate in fp32.
-FP16_ACCUMULATE = {"llamacpp": True, "trtllm": False, "gpt-fast": False}
-RUNTIME_UNIT_KIND = "gpu"  # all three run on the GPU (llama.cpp on a Mac: Metal, not the Neural Engine)
+RUNTIME_UNIT_KIND = "gpu"  # every engine here runs on the GPU (llama.cpp on a Mac: Metal, not the Neural Engine)
+BASELINE_DIR = Path(__file__).resolve().parents[2] / "reports" / "baseline_profiles"
 
 
-def prepare(path=DATA_PATH, tensor_parallel: bool = False):
-    """(mapped 1-GPU rows with unit/class/split columns, unmapped rows, op design). With tensor_parallel=True,
-    a 4th item: the mapped TP > 1 rows (same columns; evaluated by `evaluate_tp`, never fitted)."""
-    rows, unmapped = load_rows(path)
-    df, d = prepare_rows(rows[rows["tp"] == 1].reset_index(drop=True))
-    if not tensor_parallel:
-        return df, unmapped, d
-    tp = _add_units(rows[rows["tp"] > 1].reset_index(drop=True))
-    tp["held_out"] = False
-    return df, unmapped, d, tp
+def prepare(path=DATA_PATH, serving_path=None):
+    """(mapped rows with unit/class columns, unmapped rows, op design of the mapped rows)."""
+    rows, unmapped = load_rows(path, serving_path)
+    df = _add_units(rows).reset_index(drop=True)
+    return df, unmapped, build_design(df)
 
 
 def _add_units(df):
@@ -54,66 +74,131 @@ def _add_units(df):
         classes.append(hardware_class(spec, u))
     df = df.copy()
     df["unit"], df["hw_class"] = units, classes
+    df["family"] = [ENGINES[r][2] for r in df["runtime"]]
+    df["fp16_acc"] = [ENGINES[r][3] for r in df["runtime"]]
+    df["moe"] = ["mixtral" in m or "deepseek" in m or "moe" in m or "a3b" in m or "gpt-oss" in m
+                 for m in df["model"]]
     return df
 
 
-def prepare_rows(df):
-    df = assign_split(_add_units(df)).reset_index(drop=True)
-    return df, build_design(df)
+# GEMM-library parameters: properties of the kernels on one hardware class (Metal vs cuBLAS vs rocBLAS), not of the
+# engine; when an engine's parameters come from another class they fall back to the prior (fit.PRIOR)
+COMPUTE_KEYS = ("compute_fraction", "compute_half_rows")
 
 
-def _fit_mask(df):
-    return (~df["held_out"]) & (df["anomalous"] == "")
+def _fit(df, d: Design, mask: np.ndarray, fp16_acc: bool, cls: str | None = None) -> dict:
+    """Parameters fitted on the masked rows (each row keeps its engine's fp16-accumulate setting); the result
+    carries fp16_acc, the setting of the engine it is for. With cls set and the rows from other classes only, the
+    compute parameters are reset to the prior (COMPUTE_KEYS)."""
+    from .fit import PRIOR
+
+    sub = d.subset(mask)
+    formats = sorted({f for f in sub.fmt if f in WEIGHT_FORMATS_SET})
+    params, _ = fit_design(sub, formats, df.loc[mask, "fp16_acc"].to_numpy(dtype=np.float64))
+    params["fp16_accumulate"] = bool(fp16_acc)
+    if cls is not None and not (df.loc[mask, "hw_class"] == cls).any():
+        params.update({k: PRIOR[k] for k in COMPUTE_KEYS})
+    return params
 
 
-def fit_all(df, d: Design, lodo: bool = True) -> dict:
-    """{(runtime, class): {"params", "formats", "residuals", "lodo", "devices_fit", "devices_held_out", ...}}."""
-    out = {}
-    fit_rows = _fit_mask(df).to_numpy()
-    for (rt, cls), g in df.groupby(["runtime", "hw_class"]):
-        in_cls = np.zeros(len(df), bool)
-        in_cls[g.index] = True
-        m = in_cls & fit_rows
-        sub = d.subset(m)
-        formats = sorted({f for f in sub.fmt if f in WEIGHT_FORMATS_SET})
-        acc = FP16_ACCUMULATE[rt]
-        params, resid = fit_design(sub, formats, acc)
-        devices = sorted(df.loc[m, "hardware"].unique())
-        # leave-one-device-out residuals for the intervals
-        lodo_r = np.full(m.sum(), np.nan)
-        if lodo and len(devices) > 1:
-            hw = df.loc[m, "hardware"].to_numpy()
-            for dev in devices:
-                keep = hw != dev
-                p_wo, _ = fit_design(sub.subset(keep), formats, acc, x_init=pack(formats, params))
-                held = sub.subset(~keep)
-                lodo_r[~keep] = np.log(predict_with(held, p_wo) / held.measured_time_s)
-        out[(rt, cls)] = {
-            "params": params, "formats": formats, "residuals": resid, "lodo": lodo_r,
-            "regimes": df.loc[m, "regime"].to_numpy(), "rows_fit": int(m.sum()), "devices_fit": devices,
-            "devices_held_out": sorted(df.loc[in_cls & df["held_out"].to_numpy(), "hardware"].unique()),
-        }
-    return out
+def _eff_dict(eff) -> dict:
+    keys = ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kernel_overhead_us", "step_overhead_ms",
+            "matmul_tflops_per_watt")
+    v = {k: float(getattr(eff, k)) for k in keys}
+    v["dequant_overhead"] = dict(eff.dequant_overhead or {})
+    v["fp16_accumulate"] = bool(eff.fp16_accumulate)
+    return v
 
 
-def intervals_from(fit: dict) -> tuple[dict, str]:
-    """{regime: (p10, p90, n)} of measured/predicted speed = exp(-residual)."""
-    use_lodo = not np.all(np.isnan(fit["lodo"]))
-    r = fit["lodo"] if use_lodo else fit["residuals"]
-    out = {}
-    for reg in np.unique(fit["regimes"]):
-        x = -r[(fit["regimes"] == reg) & ~np.isnan(r)]
-        if len(x):
-            out[str(reg)] = (float(np.exp(np.quantile(x, 0.10))), float(np.exp(np.quantile(x, 0.90))), int(len(x)))
-    src = ("leave-one-device-out residuals of the fit rows" if use_lodo else
-           "residuals of the fit rows (a single fit device: no leave-one-device-out possible; in-sample, optimistic)")
-    return out, src
+def _default_times(df, d: Design, mask: np.ndarray) -> np.ndarray:
+    """Times of the masked rows under the kind-default efficiencies (per row's device and unit)."""
+    from ..efficiency import resolve_efficiency
+    from .predict import params_for_rows, predict_time_s
+
+    sub = d.subset(mask)
+    effs = []
+    for r in df[mask].to_dict("records"):
+        spec = load_hardware(r["hardware"])
+        effs.append(resolve_efficiency(spec, spec.unit(r["unit"]), "default"))
+    return predict_time_s(sub, params_for_rows(sub, effs))
 
 
-# ---------------------------------------------------------------- profiles (data with provenance)
+def _chain(df, fit_ok: np.ndarray, rt: str, cls: str):
+    """Candidate fit masks for engine rt on class cls, best first (module docstring)."""
+    fam = ENGINES[rt][2]
+    is_rt = (df["runtime"] == rt).to_numpy()
+    is_cls = (df["hw_class"] == cls).to_numpy()
+    is_fam = (df["family"] == fam).to_numpy()
+    return [("engine", fit_ok & is_rt & is_cls), ("engine-other-hw", fit_ok & is_rt),
+            ("family", fit_ok & is_fam & is_cls)]
+
+
+def loso_predict(df, d: Design, sources=None):
+    """(predicted times, level per row, parameters used per (source, engine, class)) under leave-one-source-out;
+    `sources` limits the prediction to those sources (other rows stay 0)."""
+    n = len(df)
+    t = np.zeros(n)
+    level = np.empty(n, dtype=object)
+    fit_ok = (df["anomalous"] == "").to_numpy()
+    used = {}
+    for src in sorted(sources or df["source"].unique()):
+        in_s = (df["source"] == src).to_numpy()
+        for (rt, cls), g in df[in_s].groupby(["runtime", "hw_class"]):
+            rows = np.zeros(n, bool)
+            rows[g.index] = True
+            for lvl, m in _chain(df, fit_ok & ~in_s, rt, cls):
+                if m.sum() >= MIN_FIT_ROWS:
+                    params = _fit(df, d, m, ENGINES[rt][3], cls)
+                    t[rows] = predict_with(d.subset(rows), params)
+                    level[rows] = lvl
+                    used[(src, rt, cls)] = (lvl, params)
+                    break
+            else:
+                t[rows] = _default_times(df, d, rows)
+                level[rows] = "default"
+                used[(src, rt, cls)] = ("default", None)
+    return t, level, used
+
+
+def _quantiles(x: np.ndarray) -> tuple[float, float]:
+    return float(np.exp(np.quantile(x, 0.10))), float(np.exp(np.quantile(x, 0.90)))
+
+
+def loso_intervals(df, log_ratio: np.ndarray, level: np.ndarray):
+    """(p10, p90) of predicted/measured time per row: the p10/p90 of the LOSO log-ratios of rows of *other* sources in
+    the same regime (fewer than MIN_INTERVAL_ROWS: all other sources), widened around their median by
+    EXTRAPOLATION_WIDEN for a row predicted by extrapolation (level other than `engine`)."""
+    n = len(df)
+    lo, hi = np.full(n, np.nan), np.full(n, np.nan)
+    src = df["source"].to_numpy()
+    reg = df["regime"].to_numpy()
+    ok = (df["anomalous"] == "").to_numpy()
+    for i in range(n):
+        m = ok & (src != src[i]) & (reg == reg[i])
+        if m.sum() < MIN_INTERVAL_ROWS:
+            m = ok & (src != src[i])
+        q10, q50, q90 = np.quantile(log_ratio[m], [0.10, 0.50, 0.90])
+        w = 1.0 if level[i] == "engine" else EXTRAPOLATION_WIDEN
+        lo[i], hi[i] = np.exp(q50 + (q10 - q50) * w), np.exp(q50 + (q90 - q50) * w)
+    return lo, hi
+
+
+# ---------------------------------------------------------------- production profiles (data with provenance)
 
 EFF_KEYS = ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kernel_overhead_us", "step_overhead_ms",
             "matmul_tflops_per_watt", "fp16_accumulate", "dequant_overhead")
+
+# HF transformers eager has no published row in the data; its parameters are physical estimates (documented):
+# an eager HF Llama decoder layer launches ~55 kernels per step (fp32 RMSNorm decomposed into pow/mean/rsqrt/mul,
+# rotary embedding via slicing and cat, unfused attention, SiLU-gated MLP), each costing ~20 us of Python + ATen
+# dispatch with no CUDA graphs: ~1.1 ms per layer, i.e. ~160 us per planner op (7 ops per layer). Its cuBLAS and
+# elementwise kernels reach ~75% of bandwidth and large GEMMs ~60% of the tensor peak; ~2 ms per step for logits
+# processing, sampling and the generate() loop. Check: Llama-7B fp16 on an A100 at batch 1 -> ~50 ms per step, the
+# figure of the article quoted in issue 11 (tests/accuracy/test_accuracy_targets.py).
+HF_EAGER = {"bandwidth_fraction": 0.75, "compute_fraction": 0.6, "compute_half_rows": 16.0,
+            "kernel_overhead_us": 160.0, "step_overhead_ms": 2.0, "matmul_tflops_per_watt": 0.0,
+            "fp16_accumulate": False, "dequant_overhead": {}}
+HF_EAGER_WIDEN = 1.5  # log-space widening of the extrapolated range for an engine with no measurement at all
 
 
 def _round(v, n=4):
@@ -124,53 +209,104 @@ def _round(v, n=4):
     return float(f"{v:.{n}g}")
 
 
-def build_profiles(df, fits: dict, today: str | None = None) -> dict:
-    """{runtime id: RuntimeProfile} from fit_all's result."""
+def production_fits(df, d: Design) -> dict:
+    """{(engine, class): (level, params, rows used)} fitted on every fit row (no hold-out): what the planner uses."""
+    fit_ok = (df["anomalous"] == "").to_numpy()
+    out = {}
+    classes = sorted(df["hw_class"].unique())
+    for rt in ENGINES:
+        if rt == "hf-eager":
+            continue
+        for cls in classes:
+            has_rows = ((df["runtime"] == rt) & (df["hw_class"] == cls)).any()
+            # serving engines get a profile on every datacenter GPU class (the pooled family where unmeasured)
+            if not has_rows and not (ENGINES[rt][2] == "serving" and cls in ("nvidia-gpu", "amd-gpu")):
+                continue
+            for lvl, m in _chain(df, fit_ok, rt, cls):
+                if m.sum() >= MIN_FIT_ROWS:
+                    out[(rt, cls)] = (lvl, _fit(df, d, m, ENGINES[rt][3], cls), m)
+                    break
+    return out
+
+
+def profile_intervals(res, rt: str) -> tuple[dict, str]:
+    """{interval key: (p10, p90, n)} of measured/predicted speed for engine rt from the LOSO residuals: the engine's
+    own rows where a key has >= MIN_INTERVAL_ROWS, else all rows predicted by extrapolation (levels other than
+    `engine`) in that key; an engine with no row at all gets the extrapolated range widened by HF_EAGER_WIDEN."""
+    ok = res[res["anomalous"] == ""]
+    out, srcs = {}, set()
+    for key in ("decode", "prefill", "throughput"):
+        regs = [r for r, k in INTERVAL_KEY.items() if k == key]
+        own = ok[(ok["runtime"] == rt) & ok["regime"].isin(regs)]
+        if len(own) >= MIN_INTERVAL_ROWS:
+            x, srcs = -np.log(own["ratio"].to_numpy()), srcs | {"own"}
+        else:
+            ext = ok[(ok["level"] != "engine") & ok["regime"].isin(regs)]
+            if len(ext) < 3:
+                continue
+            x, srcs = -np.log(ext["ratio"].to_numpy()), srcs | {"extrapolated"}
+            if not (res["runtime"] == rt).any():
+                x = (x - np.median(x)) * HF_EAGER_WIDEN + np.median(x)
+        out[key] = (*_quantiles(x), int(len(x)))
+    text = ("leave-one-source-out residuals: " + " and ".join(
+        {"own": "the engine's own rows", "extrapolated": "rows predicted without their engine's data (extrapolation"
+                                                         " range)"}[k] for k in sorted(srcs)))
+    if not (res["runtime"] == rt).any():
+        text += f"; no measurement of this engine: widened x{HF_EAGER_WIDEN} in log space"
+    return out, text
+
+
+def build_profiles(df, d: Design, res, today: str | None = None) -> dict:
+    """{engine id: RuntimeProfile} from production_fits + LOSO intervals (res: evaluate's result)."""
     from ..runtimes import RuntimeProfile
 
     today = today or _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+    fits = production_fits(df, d)
     out = {}
-    for rt in sorted({k[0] for k in fits}):
+    for rt, (name, desc, fam, _acc) in ENGINES.items():
+        ivs, iv_src = profile_intervals(res, rt)
         classes = []
-        for (r, cls), f in sorted(fits.items()):
+        if rt == "hf-eager":
+            for vendor in ("nvidia", "amd"):
+                eff = dict(HF_EAGER, source="physical estimate (no published measurement; planner/accuracy/"
+                                            "benchmark.py HF_EAGER)")
+                classes.append({"vendor": vendor, "unit_kind": "gpu", "efficiency": eff, "intervals": {
+                    k: {"p10": _round(v[0]), "p90": _round(v[1]), "rows": v[2]} for k, v in ivs.items()},
+                    "fit": {"rows_fit": 0, "devices_fit": [], "devices_held_out": [], "interval_source": iv_src,
+                            "level": "default"}})
+        for (r, cls), (lvl, params, m) in sorted(fits.items()):
             if r != rt:
                 continue
-            ivs, src = intervals_from(f)
             vendor, kind = cls.rsplit("-", 1)
-            eff = {k: _round(f["params"][k]) for k in EFF_KEYS}
-            at_prior = [k for k in PRIOR if k in eff and not isinstance(eff[k], (dict, bool))
-                        and abs(f["params"][k] / PRIOR[k] - 1) < 1e-3]
-            at_prior += [f"dequant_overhead.{k}" for k, v in f["params"]["dequant_overhead"].items()
-                         if abs(v / PRIOR["dequant"] - 1) < 1e-3]
-            if not any(load_hardware(h).power for h in f["devices_fit"]):
-                eff["matmul_tflops_per_watt"] = 0.0  # no fit device publishes a TDP: the cap is off
-                at_prior = [k for k in at_prior if k != "matmul_tflops_per_watt"]
-            eff["source"] = (f"fitted to {f['rows_fit']} published rows on {len(f['devices_fit'])} devices "
-                             f"({DATA_PATH.name}), {today}")
-            resid = {}
-            for reg in np.unique(f["regimes"]):
-                x = f["residuals"][f["regimes"] == reg]
-                resid[str(reg)] = _round(float(np.median(np.abs(np.exp(-x) - 1)) * 100), 3)
+            eff = {k: _round(params[k]) for k in EFF_KEYS}
+            devices = sorted(df.loc[m, "hardware"].unique())
+            if not any(load_hardware(h).power for h in devices):
+                eff["matmul_tflops_per_watt"] = 0.0
+            what = {"engine": "this engine's rows", "engine-other-hw": "this engine's rows on other hardware classes",
+                    "family": f"the pooled rows of the {fam} engines (no row of this engine on this class)"}[lvl]
+            eff["source"] = f"fitted to {int(m.sum())} published rows ({what}), {today}"
             classes.append({
                 "vendor": vendor, "unit_kind": kind, "efficiency": eff,
                 "intervals": {k: {"p10": _round(v[0]), "p90": _round(v[1]), "rows": v[2]} for k, v in ivs.items()},
-                "fit": {"rows_fit": f["rows_fit"], "devices_fit": f["devices_fit"],
-                        "devices_held_out": f["devices_held_out"], "residual_median_abs_pct": resid,
-                        "interval_source": src, "at_prior": at_prior},
+                "fit": {"rows_fit": int(m.sum()), "devices_fit": devices, "devices_held_out": [],
+                        "interval_source": iv_src, "level": lvl,
+                        "sources": sorted(df.loc[m, "source"].unique()),
+                        "moe_rows": int(df.loc[m, "moe"].sum()), "multi_gpu_rows": int((df.loc[m, "tp"] > 1).sum())},
             })
+        if not classes:
+            continue
         sources = sorted(df.loc[df["runtime"] == rt, "source"].unique())
-        name, desc = RUNTIME_NAMES[rt]
         out[rt] = RuntimeProfile.model_validate({
             "id": rt, "name": name, "description": desc, "unit_kind": RUNTIME_UNIT_KIND, "classes": classes,
             "provenance": {
-                "data": f"data/{DATA_PATH.name} (sources and caveats: data/measured_public.md)",
+                "data": "data/measured_public.csv and data/measured_serving.csv (sources and caveats in the .md files)",
                 "sources": sources, "fitted": today, "command": "planner accuracy --fit",
-                "split": "devices with int(sha256(hardware id), 16) % 3 == 0 held out of the fit (at least one fit "
-                         "device kept per class); rows the data's caveats call anomalous never fitted",
+                "split": "parameters fitted on every non-anomalous row of the level named per class; ranges from "
+                         "leave-one-source-out residuals (planner/accuracy/benchmark.py)",
                 "model": "per-op roofline: max(flops / min(peak x compute_fraction, tdp_w x matmul_tflops_per_watt) "
                          "x (R + compute_half_rows) / R x (1 + dequant_overhead[format]), bytes / (bandwidth x "
-                         "bandwidth_fraction)) + kernel_overhead_us per op + step_overhead_ms per step; fp16_accumulate "
-                         "is set from the runtime's code, not fitted (planner/accuracy/fit.py)",
+                         "bandwidth_fraction)) + kernel_overhead_us per op + step_overhead_ms per step (+ TP "
+                         "all-reduces); fp16_accumulate is set from the engine's code, not fitted",
             }})
     return out
 
@@ -182,101 +318,102 @@ def write_profiles(profiles: dict) -> list[str]:
     paths = []
     for rt, prof in profiles.items():
         path = RUNTIMES_DIR / f"{rt}.yaml"
-        atomic_write_yaml(path, prof.model_dump(mode="json"))
+        atomic_write_yaml(path, prof.model_dump(mode="json", exclude_defaults=False))
         paths.append(str(path))
     _load_path.cache_clear()
     return paths
 
 
-def committed_profiles(df) -> dict:
-    from ..runtimes import load_runtime
+def committed_profiles(df=None) -> dict:
+    from ..runtimes import list_runtime_ids, load_runtime
 
-    return {rt: load_runtime(rt) for rt in sorted(df["runtime"].unique())}
+    return {rt: load_runtime(rt) for rt in list_runtime_ids()}
+
+
+def _profile_times(df, d: Design, profiles: dict, mask=None) -> np.ndarray:
+    """Times of every row under a set of profiles (rows whose engine or class has none: kind defaults)."""
+    from .predict import params_for_rows, predict_time_s
+    from ..efficiency import resolve_efficiency
+
+    effs = []
+    for r in df.to_dict("records"):
+        spec = load_hardware(r["hardware"])
+        unit = spec.unit(r["unit"])
+        prof = profiles.get(r["runtime"])
+        cls = next((c for c in prof.classes if c.key == r["hw_class"]), None) if prof else None
+        effs.append(cls.efficiency if cls else resolve_efficiency(spec, unit, "default"))
+    return predict_time_s(d, params_for_rows(d, effs))
+
+
+def baseline_profiles() -> dict:
+    """Today's model before this benchmark (main branch): its llama.cpp / TensorRT-LLM / gpt-fast profiles, kind
+    defaults for every other engine (reports/baseline_profiles/, copied from the main branch)."""
+    from ..runtimes import _load_path
+
+    return {p.stem: _load_path(str(p)) for p in sorted(BASELINE_DIR.glob("*.yaml"))}
 
 
 # ---------------------------------------------------------------- evaluation
 
 
-def evaluate(df, d: Design, profiles: dict, peers: bool = True):
-    """Per-row predictions and errors for the runtime profiles, the datasheet roofline and llm-analysis."""
+def evaluate(df, d: Design, profiles: dict | None = None):
+    """Per-row predictions and errors: LOSO (the headline), the fitted profiles in-sample, the datasheet roofline,
+    today's model (baseline) and the kind defaults."""
     from ..hardware import DATASHEET_EFFICIENCY
     from .predict import params_for_rows, predict_time_s
 
-    from ..efficiency import resolve_efficiency
-
-    effs, effs_def, p10, p90 = [], [], np.full(len(df), np.nan), np.full(len(df), np.nan)
-    for i, r in enumerate(df.to_dict("records")):
-        spec = load_hardware(r["hardware"])
-        unit = spec.unit(r["unit"])
-        pc = profiles[r["runtime"]].for_unit(spec, unit)
-        effs.append(pc.efficiency)
-        effs_def.append(resolve_efficiency(spec, unit, "default"))
-        iv = pc.intervals.get(r["regime"])
-        if iv is not None:
-            p10[i], p90[i] = iv.p10, iv.p90
+    t_loso, level, _ = loso_predict(df, d)
     res = df.copy()
-    t_rt = predict_time_s(d, params_for_rows(d, effs))
-    t_ds = predict_time_s(d, params_for_rows(d, [DATASHEET_EFFICIENCY] * len(df)))
-    t_def = predict_time_s(d, params_for_rows(d, effs_def))
-    methods = {"runtime": t_rt, "datasheet": t_ds, "default": t_def}
-    if peers:
-        from .peers import llm_analysis_time_s
-        methods["llm_analysis"] = llm_analysis_time_s(df)
+    methods = {"loso": t_loso,
+               "datasheet": predict_time_s(d, params_for_rows(d, [DATASHEET_EFFICIENCY] * len(df))),
+               "today": _profile_times(df, d, baseline_profiles()),
+               "default": _profile_times(df, d, {})}
+    if profiles:
+        methods["fitted"] = _profile_times(df, d, profiles)
     for name, t in methods.items():
         pred = value_from_time(d, t)
         res[f"pred_{name}"] = pred
         res[f"err_{name}_pct"] = np.abs(pred - res["measured"]) / res["measured"] * 100
-    ratio = d.measured_time_s  # measured / predicted speed = predicted time / measured time
-    ratio = t_rt / ratio
-    res["ratio_runtime"] = ratio
-    res["ratio_p10"], res["ratio_p90"] = p10, p90
-    is_ttft = (res["metric"] == "ttft_ms").to_numpy()
-    # interval in the row's unit: rates x [p10, p90]; TTFT / [p90, p10]
-    pr = res["pred_runtime"].to_numpy()
-    res["low"] = np.where(is_ttft, pr / p90, pr * p10)
-    res["high"] = np.where(is_ttft, pr / p10, pr * p90)
-    res["covered"] = (res["measured"] >= res["low"]) & (res["measured"] <= res["high"])
-    res["split"] = np.where(res["held_out"], "held-out", "fit")
-    res["ratio_default"] = t_def / d.measured_time_s
+    res["level"] = level
+    ratio = t_loso / d.measured_time_s  # predicted / measured time = measured / predicted speed
+    res["ratio"] = ratio
+    lo, hi = loso_intervals(df, np.log(ratio), level)
+    res["ratio_p10"], res["ratio_p90"] = lo, hi
+    pr = res["pred_loso"].to_numpy()
+    is_time = d.work <= 0
+    # interval in the row's unit: a time t/measured in [lo, hi] <=> measured time in [t/hi, t/lo]
+    res["low"] = np.where(is_time, pr / hi, pr * lo)
+    res["high"] = np.where(is_time, pr / lo, pr * hi)
+    res["covered"] = (ratio >= lo) & (ratio <= hi)
+    res["ratio_default"] = methods["default"] / d.measured_time_s
+    res["pred_runtime"], res["err_runtime_pct"] = res["pred_loso"], res["err_loso_pct"]
+    res["split"] = "LOSO (" + res["level"] + ")"
     return res
 
 
 def default_intervals(res) -> dict:
-    """p10/p90 of measured / predicted speed of the kind-default efficiencies (no runtime named), per regime, over
-    the fit rows (anomalous rows excluded): the range an estimate without `--runtime` carries."""
-    fit_rows = res[(~res["held_out"]) & (res["anomalous"] == "")]
+    """p10/p90 of measured / predicted speed of the kind-default efficiencies (no runtime named), per interval key,
+    over every non-anomalous row: the range an estimate without `--runtime` carries."""
+    ok = res[res["anomalous"] == ""]
     out = {}
-    for reg, g in fit_rows.groupby("regime"):
-        x = g["ratio_default"].to_numpy()
-        out[str(reg)] = {"p10": _round(float(np.quantile(x, 0.10))), "p90": _round(float(np.quantile(x, 0.90))),
-                         "rows": int(len(x))}
+    for key in ("decode", "prefill", "throughput"):
+        g = ok[ok["regime"].map(INTERVAL_KEY) == key]
+        if len(g):
+            x = g["ratio_default"].to_numpy()
+            out[key] = {"p10": _round(float(np.quantile(x, 0.10))), "p90": _round(float(np.quantile(x, 0.90))),
+                        "rows": int(len(x))}
     return out
 
 
 def default_interval_coverage(res, intervals: dict) -> float:
-    """Share of held-out rows whose measured value lies in the default-efficiency interval."""
-    ho = scored(res)
-    lo = ho["regime"].map(lambda r: intervals.get(r, {}).get("p10", np.nan)).to_numpy(dtype=float)
-    hi = ho["regime"].map(lambda r: intervals.get(r, {}).get("p90", np.nan)).to_numpy(dtype=float)
-    ratio = ho["ratio_default"].to_numpy()
+    """Share of rows whose kind-default ratio lies in the default interval (in-sample: the quantiles come from
+    the same rows, so about 80% by construction)."""
+    ok = res[res["anomalous"] == ""]
+    key = ok["regime"].map(INTERVAL_KEY)
+    lo = key.map(lambda r: intervals.get(r, {}).get("p10", np.nan)).to_numpy(dtype=float)
+    hi = key.map(lambda r: intervals.get(r, {}).get("p90", np.nan)).to_numpy(dtype=float)
+    ratio = ok["ratio_default"].to_numpy()
     return float(np.mean((ratio >= lo) & (ratio <= hi)) * 100)
-
-
-def _default_section(res, intervals: dict, coverage: float) -> str:
-    """Markdown: how estimates that name no runtime fare (kind-default efficiencies) and the range they carry."""
-    ho = scored(res)
-    lines = ["", "## Estimates without `--runtime` (kind-default efficiencies)", "",
-             "Every estimate carries a p10-p90 range. Without a runtime the planner uses the documented kind defaults "
-             "(hardware_specs/defaults/efficiency.yaml); their range comes from the fit rows "
-             "(hardware_specs/defaults/intervals.yaml) and is checked on the held-out rows here.", "",
-             "| metric | held-out rows | median % | p90 % |", "|---|---|---|---|"]
-    for metric, g in ho.groupby("metric"):
-        x = g["err_default_pct"]
-        lines.append(f"| {metric} | {len(g)} | {np.median(x):.1f} | {np.quantile(x, 0.9):.1f} |")
-    lines += ["", "| regime | p10 | p90 | fit rows |", "|---|---|---|---|"]
-    lines += [f"| {k} | {v['p10']:.3f} | {v['p90']:.3f} | {v['rows']} |" for k, v in sorted(intervals.items())]
-    lines += ["", f"Held-out coverage of the default range: {coverage:.1f}% of {len(ho)} rows.", ""]
-    return "\n".join(lines)
 
 
 def write_default_intervals(intervals: dict, today: str | None = None) -> str:
@@ -288,83 +425,63 @@ def write_default_intervals(intervals: dict, today: str | None = None) -> str:
         "description": "p10-p90 range of measured / predicted speed for estimates that name no runtime (the kind-"
                        "default efficiencies of hardware_specs/defaults/efficiency.yaml), per regime",
         "intervals": intervals,
-        "provenance": {"data": f"data/{DATA_PATH.name}", "fitted": today, "command": "planner accuracy --fit",
-                       "rows": "fit rows of the device split (held-out devices and anomalous rows excluded)"},
+        "provenance": {"data": "data/measured_public.csv, data/measured_serving.csv", "fitted": today,
+                       "command": "planner accuracy --fit", "rows": "every mapped row not flagged anomalous"},
     })
     _default_intervals.cache_clear()
     return str(DEFAULT_INTERVALS_PATH)
 
 
-def evaluate_tp(df_tp, profiles: dict):
-    """Tensor-parallel rows through planner.serving.parallelism.tp_step_time_s with the 1-GPU runtime profiles
-    (each GPU runs 1/t of the ops; two ring all-reduces per layer over the node's link). Per-GPU throughput rows
-    divide by t. Columns as `evaluate` (runtime method only)."""
-    from ..architecture import load_model
-    from ..roofline import device_model
-    from ..serving.parallelism import node_for, tp_step_time_s
-    from .predict import steps_of_row
+# ---------------------------------------------------------------- targets (issue 11), leave-one-source-out
 
-    res = df_tp.copy()
-    pred, p10, p90 = np.zeros(len(res)), np.full(len(res), np.nan), np.full(len(res), np.nan)
-    for i, r in enumerate(res.to_dict("records")):
-        spec = load_hardware(r["hardware"])
-        unit = spec.unit(r["unit"])
-        fmt = weight_format(r["weights"])
-        pc = profiles[r["runtime"]].for_unit(spec, unit)
-        dev = device_model(spec, unit, fmt, pc.efficiency)
-        m = load_model(r["model"])
-        link = node_for(spec).intra_link()
-        steps, work = steps_of_row(r)
-        t = 0.0
-        for stage, B, S, P, w in steps:
-            t += w * float(tp_step_time_s(m, fmt, r["kv_dtype"], dev, stage, B, S, P, r["tp"], link,
-                                          bool(r["flash_attention"])))
-        per_gpu = r["tp"] if r["metric"] == "throughput_tok_s" else 1
-        pred[i] = work / t / per_gpu if work else t * 1e3
-        iv = pc.intervals.get(r["regime"])
-        if iv is not None:
-            p10[i], p90[i] = iv.p10, iv.p90
-    res["pred_runtime"] = pred
-    res["err_runtime_pct"] = np.abs(pred - res["measured"]) / res["measured"] * 100
-    is_ttft = (res["metric"] == "ttft_ms").to_numpy()
-    res["low"] = np.where(is_ttft, pred / p90, pred * p10)
-    res["high"] = np.where(is_ttft, pred / p10, pred * p90)
-    res["covered"] = (res["measured"] >= res["low"]) & (res["measured"] <= res["high"])
-    res["split"] = "tensor-parallel"
-    return res
-
-
-TARGETS = [  # (metric, statistic, limit %) on held-out rows (anomalous rows excluded), issue 6
-    ("decode_tok_s_per_seq", "median", 10.0), ("decode_tok_s_per_seq", "p90", 25.0),
-    ("prefill_tok_s", "median", 20.0), ("prefill_tok_s", "p90", 40.0),
-    ("throughput_tok_s", "median", 20.0),
-]
+TARGETS = {  # regime: (median limit %, p90 limit %)
+    "decode_b1": (8.0, 20.0), "decode_batched": (15.0, 35.0), "prefill": (15.0, 35.0), "e2e": (12.0, 30.0),
+}
 COVERAGE_TARGET = (70.0, 90.0)
+MIN_REGIME_ROWS = 20
 
 
 def scored(res):
-    """Held-out rows that count for the targets: not fitted, not flagged anomalous by the data's caveats; decode
-    rows at batch 1 only (all decode rows here are)."""
-    return res[(res["held_out"]) & (res["anomalous"] == "")]
+    """Rows that count for the targets: every mapped row the data's caveats do not call anomalous."""
+    return res[res["anomalous"] == ""]
 
 
-def target_checks(res, method: str = "runtime") -> list[dict]:
-    ho = scored(res)
+def regime_figures(res, method: str = "loso") -> list[dict]:
+    """Per regime: rows, median and p90 abs % error of `method`, and (LOSO) p10-p90 coverage."""
+    ok = scored(res)
     out = []
-    for metric, stat, limit in TARGETS:
-        x = ho.loc[ho["metric"] == metric, f"err_{method}_pct"]
-        v = float(np.median(x)) if stat == "median" else float(np.quantile(x, 0.9))
-        out.append({"check": f"{metric} {stat}", "value": v, "limit": f"<= {limit:g}%", "ok": v <= limit,
-                    "rows": int(len(x))})
-    if method == "runtime":
-        cov = float(ho["covered"].mean() * 100)
-        out.append({"check": "p10-p90 interval coverage", "value": cov,
-                    "limit": f"{COVERAGE_TARGET[0]:g}-{COVERAGE_TARGET[1]:g}%",
-                    "ok": COVERAGE_TARGET[0] <= cov <= COVERAGE_TARGET[1], "rows": int(len(ho))})
+    for reg in REGIME_NAMES:
+        g = ok[ok["regime"] == reg]
+        if not len(g):
+            continue
+        x = g[f"err_{method}_pct"]
+        rec = {"regime": reg, "rows": int(len(g)), "median": float(np.median(x)), "p90": float(np.quantile(x, 0.9))}
+        if method == "loso":
+            rec["coverage"] = float(g["covered"].mean() * 100)
+        out.append(rec)
     return out
 
 
-def summary(res, by: list[str], methods=("runtime", "datasheet", "llm_analysis")):
+def target_checks(res, method: str = "loso") -> list[dict]:
+    """One check per (regime with >= MIN_REGIME_ROWS rows, statistic): value, limit, ok."""
+    out = []
+    for f in regime_figures(res, method):
+        if f["rows"] < MIN_REGIME_ROWS:
+            continue
+        med, p90 = TARGETS[f["regime"]]
+        out.append({"check": f"{f['regime']} median", "value": f["median"], "limit": f"<= {med:g}%",
+                    "ok": f["median"] <= med, "rows": f["rows"]})
+        out.append({"check": f"{f['regime']} p90", "value": f["p90"], "limit": f"<= {p90:g}%",
+                    "ok": f["p90"] <= p90, "rows": f["rows"]})
+        if method == "loso":
+            c = f["coverage"]
+            out.append({"check": f"{f['regime']} p10-p90 coverage", "value": c,
+                        "limit": f"{COVERAGE_TARGET[0]:g}-{COVERAGE_TARGET[1]:g}%",
+                        "ok": COVERAGE_TARGET[0] <= c <= COVERAGE_TARGET[1], "rows": f["rows"]})
+    return out
+
+
+def summary(res, by: list[str], methods=("loso", "datasheet", "today")):
     import pandas as pd
 
     rows = []
@@ -377,7 +494,7 @@ def summary(res, by: list[str], methods=("runtime", "datasheet", "llm_analysis")
             if col in g:
                 rec[f"{m} median %"] = float(np.median(g[col]))
                 rec[f"{m} p90 %"] = float(np.quantile(g[col], 0.9))
-        if "covered" in g:
+        if "covered" in g and "loso" in methods:
             rec["coverage %"] = float(g["covered"].mean() * 100)
         rows.append(rec)
     return pd.DataFrame(rows)
@@ -387,51 +504,35 @@ def summary(res, by: list[str], methods=("runtime", "datasheet", "llm_analysis")
 
 
 def run(out_dir: str | Path = "reports", fit: bool = False, write: bool = True, png: bool = True) -> dict:
-    """The whole benchmark. fit=True refits the runtime profiles and writes hardware_specs/runtimes/*.yaml first.
-    Returns {"results", "unmapped", "profiles", "checks", "checks_datasheet", "checks_llm_analysis", "files"}."""
+    """The whole benchmark. fit=True refits the engine profiles and writes hardware_specs/runtimes/*.yaml and the
+    default intervals first. Returns {"results", "unmapped", "profiles", "checks", "checks_datasheet",
+    "checks_today", "default_intervals", "default_coverage", "files", "notes"}."""
     from .report import render_markdown, write_png
 
-    df, unmapped, d, df_tp = prepare(tensor_parallel=True)
+    df, unmapped, d = prepare()
     files, notes = [], []
+    res = evaluate(df, d)
     if fit:
-        profiles = build_profiles(df, fit_all(df, d))
+        profiles = build_profiles(df, d, res)
         if write:
             files += write_profiles(profiles)
     else:
         profiles = committed_profiles(df)
-    res = evaluate(df, d, profiles)
+    res = res.assign(**{k: v for k, v in zip(("pred_fitted", "err_fitted_pct"), _fitted_cols(df, d, profiles))})
     def_iv = default_intervals(res)
     if fit and write:
         files.append(write_default_intervals(def_iv))
     def_cov = default_interval_coverage(res, def_iv)
-    res_tp = evaluate_tp(df_tp, profiles) if len(df_tp) else None
-    checks = target_checks(res, "runtime")
-    checks_ds = target_checks(res, "datasheet")
-    checks_pe = target_checks(res, "llm_analysis")
-    ho = scored(res)
-    summaries = [
-        ("Held-out rows by metric", summary(ho, ["metric"])),
-        ("Fit rows by metric (in-sample)", summary(res[(~res["held_out"]) & (res["anomalous"] == "")], ["metric"])),
-        ("All mapped rows by source", summary(res, ["source"])),
-        ("All mapped rows by source and metric", summary(res, ["source", "metric"])),
-        ("All mapped rows by hardware kind (runtime profile class)", summary(res, ["hw_class", "runtime"])),
-        ("Held-out rows by device", summary(ho, ["hardware", "runtime"])),
-    ]
-    if res_tp is not None:
-        summaries.append(("Tensor-parallel rows (never fitted; 1-GPU profiles + planner.serving.parallelism)",
-                          summary(res_tp, ["source", "metric", "tp"], methods=("runtime",))))
+    checks = target_checks(res, "loso")
     if write:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         from ..io import atomic_write_text
-        cols = ["row", "source", "hardware_label", "hardware", "hw_class", "model", "weights", "kv_dtype", "runtime",
-                "metric", "batch", "prompt", "output", "measured", "pred_runtime", "low", "high", "covered",
-                "err_runtime_pct", "pred_datasheet", "err_datasheet_pct", "pred_llm_analysis",
-                "err_llm_analysis_pct", "split", "anomalous"]
-        import pandas as pd
-        both = res[cols] if res_tp is None else pd.concat([res[cols], res_tp.reindex(columns=cols)],
-                                                          ignore_index=True)
-        atomic_write_text(out / "accuracy_rows.csv", both.to_csv(index=False, float_format="%.6g"))
+        cols = ["file", "row", "source", "hardware_label", "hardware", "hw_class", "model", "weights", "kv_dtype",
+                "runtime", "metric", "kind", "regime", "batch", "prompt", "output", "tp", "measured", "pred_loso",
+                "low", "high", "covered", "err_loso_pct", "level", "pred_fitted", "err_fitted_pct",
+                "pred_datasheet", "err_datasheet_pct", "pred_today", "err_today_pct", "anomalous"]
+        atomic_write_text(out / "accuracy_rows.csv", res[cols].to_csv(index=False, float_format="%.6g"))
         files.append(str(out / "accuracy_rows.csv"))
         if png:
             msg = write_png(res, out / "accuracy.png")
@@ -441,8 +542,15 @@ def run(out_dir: str | Path = "reports", fit: bool = False, write: bool = True, 
                 files.append(str(out / "accuracy.png"))
         cmd = "planner accuracy" + (" --fit" if fit else "") + (f" --out-dir {out_dir}" if str(out_dir) != "reports"
                                                                else "")
-        md = render_markdown(res, unmapped, profiles, checks, checks_ds, checks_pe, summaries, cmd, res_tp)
-        atomic_write_text(out / "accuracy.md", md + _default_section(res, def_iv, def_cov))
+        md = render_markdown(res, unmapped, profiles, checks, cmd, def_iv, def_cov)
+        atomic_write_text(out / "accuracy.md", md)
         files.append(str(out / "accuracy.md"))
-    return {"default_intervals": def_iv, "default_coverage": def_cov, "results": res, "results_tp": res_tp, "unmapped": unmapped, "profiles": profiles, "checks": checks,
-            "checks_datasheet": checks_ds, "checks_llm_analysis": checks_pe, "files": files, "notes": notes}
+    return {"default_intervals": def_iv, "default_coverage": def_cov, "results": res, "unmapped": unmapped,
+            "profiles": profiles, "checks": checks, "checks_datasheet": target_checks(res, "datasheet"),
+            "checks_today": target_checks(res, "today"), "files": files, "notes": notes}
+
+
+def _fitted_cols(df, d: Design, profiles: dict):
+    t = _profile_times(df, d, profiles)
+    pred = value_from_time(d, t)
+    return pred, np.abs(pred - df["measured"].to_numpy()) / df["measured"].to_numpy() * 100

@@ -14,9 +14,9 @@ Metric definitions (what the planner has to predict for each row):
   throughput_tok_s      TensorRT-LLM 'Peak Throughput', static batch B (gptSessionBenchmark): one prefill of
                         B x ISL then OSL - 1 decode steps; output tok/s per GPU = B * OSL / (prefill + decode sum)
                         / TP.
-Tensor-parallel rows (TP > 1: 'Nx' in gpt-fast labels, 'TP=N' in TRT-LLM notes) are timed with
-planner.serving.parallelism.tp_step_time_s (per-GPU ops + ring all-reduces over the node's link) when that module
-exists; they are never fitted and are reported apart from the held-out targets.
+Tensor-parallel rows (TP > 1: 'Nx' in gpt-fast labels, 'TP=N' in TRT-LLM notes) are timed like
+planner.serving.parallelism.tp_step_time_s (per-GPU ops + ring all-reduces over the node's link) and fitted like the
+others. load_rows adds the rows of data/measured_serving.csv (planner/accuracy/serving_rows.py).
 """
 
 from __future__ import annotations
@@ -87,9 +87,22 @@ KV_DTYPES = {"f16": "fp16", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8"}
 # runtime id (hardware_specs/runtimes/<id>.yaml) from the source's framework label
 RUNTIMES = (("llama.cpp", "llamacpp"), ("TensorRT-LLM", "trtllm"), ("gpt-fast", "gpt-fast"))
 
-# regime of each metric: which interval applies (decode step, prefill, static-batch serving throughput)
-REGIMES = {"decode_tok_s_per_seq": "decode", "prefill_tok_s": "prefill", "ttft_ms": "prefill",
-           "throughput_tok_s": "throughput"}
+# what the planner predicts for each public metric (serving_rows.py documents the kinds)
+KINDS = {"decode_tok_s_per_seq": "decode_rate", "prefill_tok_s": "prefill_rate", "ttft_ms": "ttft",
+         "throughput_tok_s": "throughput"}
+REGIME_NAMES = ("decode_b1", "decode_batched", "prefill", "e2e")
+# profile interval key (planner.runtimes.Regime) of each reporting regime
+INTERVAL_KEY = {"decode_b1": "decode", "decode_batched": "throughput", "prefill": "prefill", "e2e": "throughput"}
+
+
+def regime_of(kind: str, batch: int) -> str:
+    """Reporting regime: decode at batch 1, batched decode / throughput, prefill (prefill tok/s, TTFT), end-to-end
+    latency of static batches (the issue's target classes)."""
+    if kind in ("prefill_rate", "ttft"):
+        return "prefill"
+    if kind == "e2e":
+        return "e2e"
+    return "decode_b1" if batch == 1 else "decode_batched"
 
 LLAMACPP_UBATCH = 512       # llama-bench n_ubatch default (both llama.cpp sources)
 GPT_FAST_PROMPT = 5         # README: "prompt ~5 tokens"
@@ -105,15 +118,6 @@ ANOMALOUS = {
 }
 
 
-def _has_tp() -> bool:
-    """Whether the planner has a tensor-parallel step model (planner/serving/parallelism.py, tp_step_time_s)."""
-    try:
-        from ..serving.parallelism import tp_step_time_s  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def _tp(row) -> int:
     """Tensor-parallel degree: 'Nx' in the hardware label (gpt-fast) or 'TP=N' in the notes (TRT-LLM)."""
     m = re.match(r"^(\d+)x ", str(row["hardware"]))
@@ -127,9 +131,10 @@ def _runtime(framework: str) -> str | None:
     return next((rid for label, rid in RUNTIMES if label in framework), None)
 
 
-def load_rows(path: str | Path = DATA_PATH):
-    """(mapped, unmapped) DataFrames. mapped has one row per mappable published number with the planner inputs;
-    unmapped keeps the source columns plus `reason`. Their lengths add up to the file's row count."""
+def load_rows(path: str | Path = DATA_PATH, serving_path: str | Path | None = None):
+    """(mapped, unmapped) DataFrames over measured_public.csv and measured_serving.csv (serving_rows.py). mapped has
+    one row per mappable published number with the planner inputs; unmapped keeps the source columns plus `file`
+    and `reason`. Their lengths add up to the files' row counts."""
     import pandas as pd
 
     from ..architecture import list_model_ids
@@ -145,10 +150,7 @@ def load_rows(path: str | Path = DATA_PATH):
         model = MODEL_IDS.get(r["model"])
         runtime = _runtime(r["framework"])
         reason = None
-        if tp > 1 and not _has_tp():
-            reason = (f"tensor parallel TP={tp}: no multi-GPU estimate in the planner yet "
-                      f"(planner/serving/parallelism.py absent)")
-        elif hw is None or hw not in hw_known:
+        if hw is None or hw not in hw_known:
             reason = f"hardware '{r['hardware']}' has no catalog id"
         elif model is None or model not in models_known:
             reason = f"model '{r['model']}' has no catalog id"
@@ -156,12 +158,12 @@ def load_rows(path: str | Path = DATA_PATH):
             reason = f"format {r['weight_format']}/{r['kv_dtype']} has no planner equivalent"
         elif runtime is None:
             reason = f"framework '{r['framework']}' has no runtime profile"
-        elif r["metric"] not in REGIMES:
+        elif r["metric"] not in KINDS:
             reason = f"metric {r['metric']} is not modelled"
         elif r["metric"] == "throughput_tok_s" and pd.isna(r["batch"]):
             reason = "throughput row without a batch size"
         if reason:
-            unmapped.append({**r, "reason": reason})
+            unmapped.append({**r, "file": Path(path).name, "reason": reason})
             continue
         metric = r["metric"]
         batch = int(r["batch"]) if not pd.isna(r["batch"]) else 1
@@ -172,9 +174,11 @@ def load_rows(path: str | Path = DATA_PATH):
             output = int(r["output_len"]) if not pd.isna(r["output_len"]) else 0
         anomaly = ANOMALOUS.get((r["hardware"], r["model"], r["weight_format"], metric))
         mapped.append({
+            "file": Path(path).name, "kind": KINDS[metric], "ttft_mode": "batch",
+            "work_div": tp if metric == "throughput_tok_s" else 1,  # TRT-LLM prints tok/s per GPU
             "row": r["row"], "source": r["source_id"], "hardware_label": r["hardware"], "hardware": hw,
             "model": model, "weights": FORMATS[r["weight_format"]], "kv_dtype": KV_DTYPES[r["kv_dtype"]],
-            "runtime": runtime, "metric": metric, "regime": REGIMES[metric], "batch": batch, "prompt": prompt,
+            "runtime": runtime, "metric": metric, "batch": batch, "prompt": prompt,
             "output": output, "measured": float(r["value"]),
             # llama-bench of May 2024 and the Nov 2023 discussion ran without flash attention (llama.cpp's -fa
             # landed later and was off by default); TRT-LLM and gpt-fast use fused attention
@@ -182,4 +186,12 @@ def load_rows(path: str | Path = DATA_PATH):
             "ubatch": LLAMACPP_UBATCH if runtime == "llamacpp" else 0,
             "anomalous": anomaly or "", "tp": tp,
         })
-    return pd.DataFrame(mapped), pd.DataFrame(unmapped, columns=[*raw.columns, "reason"])
+    from .serving_rows import SERVING_PATH, load_serving_rows
+
+    m2, u2 = load_serving_rows(serving_path or SERVING_PATH)
+    mapped += m2
+    unmapped += u2
+    df = pd.DataFrame(mapped)
+    df["regime"] = [regime_of(k, b) for k, b in zip(df["kind"], df["batch"])]
+    df["multi_gpu"] = df["tp"] > 1
+    return df, pd.DataFrame(unmapped)

@@ -1,8 +1,4 @@
-"""Fit runtime profiles to the published rows, on a split that holds out whole devices.
-
-Split: a device is held out when int(sha256(hardware id), 16) % 3 == 0 (about a third of the devices, fixed by
-the ids alone). Within a (runtime, hardware class) at least one device must stay in the fit; a class whose devices
-would all be held out keeps them all in the fit and reports no held-out rows (gpt-fast has one device per class).
+"""Fit engine profiles to published rows (which rows: planner/accuracy/benchmark.py, leave-one-source-out).
 Rows the data's own caveats call anomalous are never fitted.
 
 Parameters per (runtime, class) (see planner/runtimes.py): bandwidth_fraction, compute_fraction,
@@ -13,13 +9,10 @@ time), plus a weak Gaussian prior (sd 2 in that space) towards the documented GP
 (hardware_specs/defaults/efficiency.yaml) so that parameters the rows do not constrain (e.g. compute terms for a
 class with decode rows only) stay at physical values instead of drifting. numpy only.
 
-Intervals: the p10 and p90 of measured / predicted speed, per regime, over leave-one-device-out residuals of the
-fit rows (each fit device predicted by parameters fitted without it), so they describe an unseen device.
+Intervals come from leave-one-source-out residuals (benchmark.loso_intervals, benchmark.profile_intervals).
 """
 
 from __future__ import annotations
-
-import hashlib
 
 import numpy as np
 
@@ -34,22 +27,13 @@ WEIGHT_ONLY_QUANTIZED = ("q4_0", "q8_0", "q4_k_m", "q5_k_m", "q6_k", "int8", "in
 PRIOR = {"bandwidth_fraction": 0.80, "compute_fraction": 0.70, "compute_half_rows": 16.0, "kernel_overhead_us": 3.0,
          "step_overhead_ms": 0.3, "matmul_tflops_per_watt": 1.0, "dequant": 0.10}
 POWER_STARTS = (0.3, 1.0, 5.0)  # TFLOP/s per W
+# The sustained-power cap on GEMMs (tdp_w x matmul_tflops_per_watt) is not fitted any more (issue 11): TFLOP/s per
+# watt differs by a factor 3-4 between GPU generations (A100 0.78, H100 1.41, B200 2.25 dense fp16 TFLOP/s per W),
+# so one value per vendor class capped newer parts far below their peak (TensorRT-LLM's 1.625 TFLOP/s/W put a
+# 1,000 W B200 at 1.6 PFLOP/s whatever the format). 0 = no cap; the GEMM roll-off is compute_half_rows' job.
+FIT_POWER_CAP = False
 BASE = ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kernel_overhead_us", "step_overhead_ms",
         "matmul_tflops_per_watt")
-
-
-def held_out_device(hardware_id: str) -> bool:
-    return int(hashlib.sha256(hardware_id.encode()).hexdigest(), 16) % 3 == 0
-
-
-def assign_split(df):
-    """Adds `held_out` (bool) to the mapped table: device hash, keeping >= 1 fit device per (runtime, class)."""
-    df = df.copy()
-    df["held_out"] = [held_out_device(h) for h in df["hardware"]]
-    for _, g in df.groupby(["runtime", "hw_class"]):
-        if g["held_out"].all():
-            df.loc[g.index, "held_out"] = False
-    return df
 
 
 def _logit(p):
@@ -72,16 +56,17 @@ class _Problem:
     def unpack(self, x) -> dict:
         v = {"bandwidth_fraction": float(_sigmoid(x[0])), "compute_fraction": float(_sigmoid(x[1])),
              "compute_half_rows": float(np.exp(x[2])), "kernel_overhead_us": float(np.exp(x[3])),
-             "step_overhead_ms": float(np.exp(x[4])), "matmul_tflops_per_watt": float(np.exp(x[5]))}
+             "step_overhead_ms": float(np.exp(x[4])),
+             "matmul_tflops_per_watt": float(np.exp(x[5])) if FIT_POWER_CAP else 0.0}
         v["dequant_overhead"] = {f: float(np.exp(x[6 + i])) for i, f in enumerate(self.formats)}
-        v["fp16_accumulate"] = self.fp16_accumulate
+        v["fp16_accumulate"] = bool(np.all(self.fp16_accumulate))
         return v
 
     def times(self, x) -> np.ndarray:
         v = self.unpack(x)
         n = self.d.n_rows
         p = {k: np.full(n, v[k]) for k in BASE}
-        p["fp16_accumulate"] = np.full(n, float(self.fp16_accumulate))
+        p["fp16_accumulate"] = np.broadcast_to(np.asarray(self.fp16_accumulate, dtype=np.float64), (n,))
         dq = np.array([v["dequant_overhead"][f] for f in self.formats] + [0.0])
         p["dequant_factor"] = 1.0 + dq[self.fmt_idx]
         return predict_time_s(self.d, p)
@@ -98,7 +83,7 @@ def fit_design(d: Design, formats: list[str], fp16_accumulate: bool = False,
     if x_init is not None:
         return _solve(prob, np.array(x_init, dtype=np.float64), iterations)
     best = None
-    for tpw in POWER_STARTS:  # the power cap is flat where it does not bind: start on both sides of it
+    for tpw in (POWER_STARTS if FIT_POWER_CAP else POWER_STARTS[1:2]):  # the power cap is flat where it does not bind: start on both sides of it
         x0 = prob.x0.copy()
         x0[5] = np.log(tpw)
         v, r, f, x = _solve(prob, x0, iterations, full=True)
@@ -147,7 +132,7 @@ def pack(prob_formats: list[str], v: dict) -> np.ndarray:
     """Unconstrained vector of a parameter dict (the inverse of _Problem.unpack), for warm starts."""
     return np.array([_logit(v["bandwidth_fraction"]), _logit(v["compute_fraction"]), np.log(v["compute_half_rows"]),
                      np.log(v["kernel_overhead_us"]), np.log(v["step_overhead_ms"]),
-                     np.log(v["matmul_tflops_per_watt"])]
+                     np.log(v["matmul_tflops_per_watt"] or PRIOR["matmul_tflops_per_watt"])]
                     + [np.log(v["dequant_overhead"][f]) for f in prob_formats])
 
 

@@ -26,6 +26,7 @@ from ..architecture import load_model
 from ..hardware import DATASHEET_EFFICIENCY, load_hardware
 from ..ops import MATMUL, step_ops
 from ..quantization import weight_format
+from ..regimes import kv_read_factor
 from ..roofline import device_model, fp16_accumulate_peak, gemm_rows, select_unit
 from ..units import TERA
 
@@ -45,25 +46,43 @@ def _decode_steps(prompt: int, n: int):
     return prompt + np.floor((j + 0.5) * n / k), np.full(k, n / k)
 
 
+def _queue_steps(B: int, P: int) -> float:
+    """k: prefill steps of B prompts of P tokens at PREFILL_TOKENS_PER_STEP tokens per step (serving_rows.py)."""
+    from .serving_rows import PREFILL_TOKENS_PER_STEP
+    return max(1.0, float(np.ceil(B * P / PREFILL_TOKENS_PER_STEP)))
+
+
 def steps_of_row(r: dict) -> tuple[list[tuple], float]:
     """Steps (stage, batch, new_tokens, past, weight) of one mapped row, and `work`: measured time = work / value
-    for rate metrics (tokens), or value / 1e3 for ttft_ms (work = 0 marks that case)."""
-    m, B, P, O = r["metric"], r["batch"], r["prompt"], r["output"]
-    if m == "decode_tok_s_per_seq":
+    for rate kinds (tokens), value / 1e3 for latency kinds in ms (work = 0 marks that case). Kinds and TTFT modes
+    are documented in serving_rows.py; TP groups time every step with the per-GPU ops (build_design)."""
+    kind, B, P, O = r["kind"], r["batch"], r["prompt"], r["output"]
+    if kind == "decode_rate":
         past, w = _decode_steps(P, O)
         return [("decode", 1, 1, p, wi) for p, wi in zip(past, w)], float(O)
-    if m == "prefill_tok_s":
+    if kind == "prefill_rate":
         ub = r["ubatch"] or P
         return [("prefill", 1, min(ub, P - s), s, 1.0) for s in range(0, P, ub)], float(P)
-    if m == "ttft_ms":
-        return [("prefill", 1, P, 0, 1.0)], 0.0
-    if m == "throughput_tok_s":
+    if kind == "ttft":
+        mode = r.get("ttft_mode", "batch")
+        if mode == "single":
+            return [("prefill", 1, P, 0, 1.0)], 0.0
+        k = _queue_steps(B, P) if mode == "queue" else 1.0
+        return [("prefill", B, P, 0, (k + 1) / (2 * k))], 0.0
+    if kind == "tpot":
+        steps = [("decode", B, 1, P + O // 2, 1.0)]
+        if r.get("ttft_mode") == "queue" and O > 1:
+            k = _queue_steps(B, P)
+            if k > 1:
+                steps.append(("prefill", B, P, 0, (k - 1) / (2 * k) / (O - 1)))
+        return steps, 0.0
+    if kind in ("throughput", "e2e"):
         steps = [("prefill", B, P, 0, 1.0)]
         if O > 1:
             past, w = _decode_steps(P, O - 1)
             steps += [("decode", B, 1, p, wi) for p, wi in zip(past, w)]
-        return steps, float(B * O)
-    raise ValueError(m)
+        return steps, (float(B * O) / r.get("work_div", 1) if kind == "throughput" else 0.0)
+    raise ValueError(kind)
 
 
 @dataclass
@@ -85,7 +104,8 @@ class Design:
     row_ops: np.ndarray      # per row: sum of weight x count (kernel launches)
     row_steps: np.ndarray    # per row: sum of step weights (steps)
     measured_time_s: np.ndarray  # per row: the measurement as a time
-    work: np.ndarray         # per row: tokens (rate metrics) or 0 (ttft)
+    work: np.ndarray         # per row: tokens (rate metrics) or 0 (latencies)
+    comm_s: np.ndarray       # per row: tensor-parallel all-reduce time (parallelism.tp_comm_time_s), not fitted
 
     def subset(self, mask_rows: np.ndarray) -> "Design":
         """The design restricted to rows where mask_rows is True (rows renumbered 0..k-1)."""
@@ -96,7 +116,8 @@ class Design:
         return Design(len(idx), remap[self.row[keep]], self.weight[keep], self.flops[keep], self.bytes[keep],
                       self.rows_gemm[keep], self.gemm[keep], self.peak[keep], self.peak_acc16[keep], self.bw[keep],
                       self.tdp_w[keep], self.fmt[keep],
-                      self.row_ops[idx], self.row_steps[idx], self.measured_time_s[idx], self.work[idx])
+                      self.row_ops[idx], self.row_steps[idx], self.measured_time_s[idx], self.work[idx],
+                      self.comm_s[idx])
 
 
 def build_design(df) -> Design:
@@ -112,31 +133,44 @@ def build_design(df) -> Design:
         work[i] = wk
         meas[i] = wk / r["measured"] if wk else r["measured"] / 1e3
         for stage, B, S, P, w in steps:
-            key = (r["model"], r["weights"], r["kv_dtype"], bool(r["flash_attention"]), stage)
+            key = (r["model"], r["weights"], r["kv_dtype"], bool(r["flash_attention"]), stage, int(r.get("tp", 1)),
+                   r["hardware"] if r.get("tp", 1) > 1 else "")
             steps_by_group.setdefault(key, []).append((i, B, S, P, w))
             row_steps[i] += w
     # device inputs per row (datasheet peaks; efficiency enters only at evaluation)
-    dev_peak, dev_acc, dev_bw, dev_tdp = {}, np.zeros(n), np.zeros(n), np.zeros(n)
+    dev_peak, dev_acc, dev_bw, dev_tdp, dev_dtypes = {}, np.zeros(n), np.zeros(n), np.zeros(n), {}
     for i, r in enumerate(recs):
         spec = load_hardware(r["hardware"])
         fmt = weight_format(r["weights"])
         dev = device_model(spec, select_unit(spec, fmt, r.get("unit")), fmt, DATASHEET_EFFICIENCY)
         dev_peak[i] = {c: p * TERA for c, p in dev.peak_tflops.items()}
+        dev_dtypes[i] = dev.unit_dtypes
         dev_acc[i] = fp16_accumulate_peak(spec.unit(dev.unit), dev.dtypes[MATMUL]) * TERA
         dev_bw[i] = dev.bandwidth_gbs * 1e9
         dev_tdp[i] = spec.power.tdp_w if spec.power else 0.0
     parts = {k: [] for k in ("row", "weight", "flops", "bytes", "rows_gemm", "gemm", "peak", "peak_acc16", "bw", "tdp_w",
                                      "fmt")}
     row_ops = np.zeros(n)
-    for (model, weights, kv, flash, stage), items in steps_by_group.items():
+    comm = np.zeros(n)
+    for (model, weights, kv, flash, stage, tp, hw), items in steps_by_group.items():
         arr = np.array(items, dtype=np.float64)
         ri = arr[:, 0].astype(int)
         B, S, P, w = arr[:, 1], arr[:, 2], arr[:, 3], arr[:, 4]
         m, fmt = load_model(model), weight_format(weights)
-        for op in step_ops(m, fmt, kv, stage, B, S, P, flash):
+        ops = step_ops(m, fmt, kv, stage, B, S, P, flash)
+        if tp > 1:
+            from ..serving.parallelism import node_for, split_ops, tp_comm_time_s
+            ops = split_ops(ops, m, tp)
+            link = node_for(load_hardware(hw)).intra_link()
+            np.add.at(comm, ri, w * tp_comm_time_s(m, fmt, B * S, tp, link))
+        for op in ops:
             size = len(ri)
             flops = np.broadcast_to(np.asarray(op.flops, dtype=np.float64), (size,))
             nbytes = np.broadcast_to(np.asarray(op.bytes, dtype=np.float64), (size,))
+            if op.kv_dtype:  # per-row unit: KV conversion where the unit lacks the cache format (roofline.op_bytes)
+                f = np.array([kv_read_factor(dev_dtypes[i], op.kv_dtype) for i in ri])
+                kv_read = np.broadcast_to(np.asarray(op.kv_read_bytes, dtype=np.float64), (size,))
+                nbytes = nbytes + (f - 1.0) * kv_read
             is_gemm = op.compute == MATMUL and np.any(np.asarray(op.weight_bytes) > 0)
             rows = np.broadcast_to(gemm_rows(op, fmt.bytes_per_weight), (size,)) if is_gemm else np.zeros(size)
             parts["row"].append(ri)
@@ -153,7 +187,7 @@ def build_design(df) -> Design:
             np.add.at(row_ops, ri, w * op.count)
     cat = {k: np.concatenate(v) for k, v in parts.items()}
     return Design(n, cat["row"], cat["weight"], cat["flops"], cat["bytes"], cat["rows_gemm"], cat["gemm"].astype(bool),
-                  cat["peak"], cat["peak_acc16"], cat["bw"], cat["tdp_w"], cat["fmt"], row_ops, row_steps, meas, work)
+                  cat["peak"], cat["peak_acc16"], cat["bw"], cat["tdp_w"], cat["fmt"], row_ops, row_steps, meas, work, comm)
 
 
 
@@ -170,7 +204,8 @@ def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
     comp = d.flops / (peak * scale)
     mem = d.bytes / (d.bw * params["bandwidth_fraction"][r])
     t = np.bincount(r, weights=d.weight * np.maximum(comp, mem), minlength=d.n_rows)
-    return (t + d.row_ops * params["kernel_overhead_us"] * 1e-6 + d.row_steps * params["step_overhead_ms"] * 1e-3)
+    return (t + d.row_ops * params["kernel_overhead_us"] * 1e-6 + d.row_steps * params["step_overhead_ms"] * 1e-3
+            + d.comm_s)
 
 
 def params_for_rows(d: Design, effs: list) -> dict[str, np.ndarray]:

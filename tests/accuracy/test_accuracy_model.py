@@ -29,17 +29,22 @@ def prepared():
 
 
 def test_every_published_row_is_mapped_or_listed_with_a_reason():
+    from planner.accuracy.serving_rows import SERVING_PATH
     raw = pd.read_csv(DATA_PATH)
+    serving = pd.read_csv(SERVING_PATH)
     mapped, unmapped = load_rows()
-    assert len(mapped) + len(unmapped) == len(raw) == 674
-    assert set(mapped["row"]) | set(unmapped["row"]) == set(range(len(raw)))
+    assert len(mapped) + len(unmapped) == len(raw) + len(serving) == 674 + 518
+    for name, n in (("measured_public.csv", len(raw)), ("measured_serving.csv", len(serving))):
+        rows = set(mapped.loc[mapped["file"] == name, "row"]) | set(unmapped.loc[unmapped["file"] == name, "row"])
+        assert rows == set(range(n))
     assert all(len(r) > 10 for r in unmapped["reason"])
-    # every device label in the file has a catalog id (multi-GPU labels 'Nx ...' map through the 1-GPU label)
+    # measured_public: every row maps; every device label has a catalog id ('Nx ...' through the 1-GPU label)
+    assert not (unmapped["file"] == "measured_public.csv").any()
     labels = {h.split("x ", 1)[1] if h[0].isdigit() else h for h in raw["hardware"]}
     assert labels <= set(HARDWARE_IDS)
-    # tensor-parallel rows: 'Nx' labels (gpt-fast) and 'TP=N' notes (TRT-LLM) -> 66 rows with TP in {2, 4, 8}
-    tp = mapped.loc[mapped["tp"] > 1, "tp"]
-    assert len(tp) + len(unmapped) == 66 and (len(tp) == 0 or set(tp) == {2, 4, 8})
+    # tensor-parallel rows of measured_public: 'Nx' labels (gpt-fast) and 'TP=N' notes (TRT-LLM): 66 rows, TP 2/4/8
+    pub = mapped[mapped["file"] == "measured_public.csv"]
+    assert (pub["tp"] > 1).sum() == 66 and set(pub.loc[pub["tp"] > 1, "tp"]) == {2, 4, 8}
 
 
 def _planner_path_time(r: dict, eff: Efficiency) -> float:
@@ -47,6 +52,8 @@ def _planner_path_time(r: dict, eff: Efficiency) -> float:
     m, fmt, spec = load_model(r["model"]), weight_format(r["weights"]), load_hardware(r["hardware"])
     dev = device_model(spec, select_unit(spec, fmt, r["unit"]), fmt, eff)
     kv, fa = r["kv_dtype"], bool(r["flash_attention"])
+    if r["tp"] > 1:
+        return None
     if r["metric"] == "decode_tok_s_per_seq":    # steps at contexts P .. P+O-1 = decode_sum_s with O+1 outputs
         return float(decode_sum_s(m, fmt, kv, dev, 1, r["prompt"], r["output"] + 1, fa))
     if r["metric"] == "prefill_tok_s":
@@ -55,6 +62,8 @@ def _planner_path_time(r: dict, eff: Efficiency) -> float:
                    for s in range(0, r["prompt"], ub))
     if r["metric"] == "ttft_ms":
         return float(prefill_time_s(m, fmt, kv, dev, 1, r["prompt"], 0, fa))
+    if r["kind"] != "throughput" or r["file"] != "measured_public.csv":
+        return None
     B, P, O = r["batch"], r["prompt"], r["output"]
     return float(prefill_time_s(m, fmt, kv, dev, B, P, 0, fa)) + float(decode_sum_s(m, fmt, kv, dev, B, P, O, fa))
 
@@ -69,16 +78,60 @@ def test_flat_op_table_matches_the_planner_path(prepared):
                                             load_hardware(r["hardware"]).unit(r["unit"])).efficiency
             for r in df.to_dict("records")]
     t_flat = predict_time_s(d, params_for_rows(d, effs))
+    checked = 0
     for i, r in zip(sample.index, sample.to_dict("records")):
+        if _planner_path_time(r, effs[i]) is None:
+            continue
+        checked += 1
         assert math.isclose(t_flat[i], _planner_path_time(r, effs[i]), rel_tol=1e-9), r
+    assert checked >= 10
+
+
+def test_tensor_parallel_rows_match_tp_step_time(prepared):
+    """TP rows of the flat table equal planner.serving.parallelism.tp_step_time_s step by step (per-GPU ops plus two
+    ring all-reduces per layer), e.g. LMDeploy Llama-2-70B on 4 x A100 and vLLM 405B on 8 x MI300X."""
+    from planner.serving.parallelism import node_for, tp_step_time_s
+    df, _, d = prepared
+    profiles = committed_profiles(df)
+    sample = df[df["tp"] > 1].groupby(["source", "kind"]).head(1)
+    effs = [profiles[r["runtime"]].for_unit(load_hardware(r["hardware"]),
+                                            load_hardware(r["hardware"]).unit(r["unit"])).efficiency
+            for r in df.to_dict("records")]
+    t_flat = predict_time_s(d, params_for_rows(d, effs))
+    for i, r in zip(sample.index, sample.to_dict("records")):
+        spec = load_hardware(r["hardware"])
+        fmt = weight_format(r["weights"])
+        dev = device_model(spec, spec.unit(r["unit"]), fmt, effs[i])
+        link = node_for(spec).intra_link()
+        steps, _ = steps_of_row(r)
+        t = sum(w * float(tp_step_time_s(load_model(r["model"]), fmt, r["kv_dtype"], dev, st, B, S, P, r["tp"], link,
+                                         True)) for st, B, S, P, w in steps)
+        assert math.isclose(t_flat[i], t, rel_tol=1e-9), r
+
+
+def test_serving_metric_steps_follow_their_definitions():
+    """Queue mode (dstack, N requests at once): 64 prompts of 10,000 tokens = 640,000 tokens in k = ceil(640000 /
+    8192) = 79 prefill steps; mean TTFT = t(prefill) x (k + 1) / (2k) = 80/158; TPOT adds (k - 1)/(2k)/(O - 1) of the
+    prefill. e2e (benchmark_latency): prefill then O - 1 = 2047 decode steps (32 samples of weight 2047/32)."""
+    r = {"kind": "ttft", "batch": 64, "prompt": 10000, "output": 100, "ttft_mode": "queue"}
+    steps, work = steps_of_row(r)
+    assert work == 0 and steps == [("prefill", 64, 10000, 0, pytest.approx(80 / 158))]
+    steps, _ = steps_of_row({**r, "kind": "tpot"})
+    assert steps[0] == ("decode", 64, 1, 10050, 1.0)
+    assert steps[1][4] == pytest.approx(78 / 158 / 99)
+    steps, work = steps_of_row({"kind": "e2e", "batch": 8, "prompt": 128, "output": 2048})
+    assert work == 0 and steps[0] == ("prefill", 8, 128, 0, 1.0) and len(steps) == 33
+    assert sum(s[4] for s in steps[1:]) == pytest.approx(2047)
+    steps, work = steps_of_row({"kind": "throughput", "batch": 8, "prompt": 128, "output": 2048, "work_div": 1})
+    assert work == 8 * 2048
 
 
 def test_row_steps_follow_the_benchmark_definitions():
     """llama-bench pp4096 with n_ubatch 512: 8 chunks at pasts 0, 512, ..., 3584; tg128: 32 midpoint samples of
     128 steps (weight 4 each) at contexts floor(4j + 2) = 2, 6, ..., 126."""
-    steps, work = steps_of_row({"metric": "prefill_tok_s", "batch": 1, "prompt": 4096, "output": 0, "ubatch": 512})
+    steps, work = steps_of_row({"kind": "prefill_rate", "batch": 1, "prompt": 4096, "output": 0, "ubatch": 512})
     assert work == 4096 and [s[3] for s in steps] == list(range(0, 4096, 512)) and all(s[2] == 512 for s in steps)
-    steps, work = steps_of_row({"metric": "decode_tok_s_per_seq", "batch": 1, "prompt": 0, "output": 128, "ubatch": 0})
+    steps, work = steps_of_row({"kind": "decode_rate", "batch": 1, "prompt": 0, "output": 128, "ubatch": 0})
     assert work == 128 and len(steps) == 32 and sum(s[4] for s in steps) == 128
     assert [s[3] for s in steps[:3]] == [2.0, 6.0, 10.0]  # floor((j + 0.5) * 128 / 32) = floor(4j + 2)
 
@@ -141,7 +194,7 @@ def test_runtime_estimate_carries_the_profile_interval():
 
 
 def test_unknown_runtime_and_uncovered_class_are_one_line_errors(capsys):
-    with pytest.raises(PlannerError, match="unknown runtime 'vllmx'; allowed: gpt-fast, llamacpp, trtllm"):
+    with pytest.raises(PlannerError, match="unknown runtime 'vllmx'; allowed: exllamav2, gpt-fast, hf-eager, llamacpp, lmdeploy, sglang, tgi, trtllm, vllm"):
         estimate("llama-2-7b", "h100-sxm", runtime="vllmx")
     with pytest.raises(PlannerError, match="llamacpp has no profile for AMD gpu"):
         estimate("llama-2-7b", "mi300x", runtime="llamacpp")

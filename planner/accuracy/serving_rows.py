@@ -1,0 +1,184 @@
+"""Published serving measurements (data/measured_serving.csv) -> planner workloads, one row per published number.
+
+Each row either maps to a workload the planner can time or is listed with the reason it cannot (every row is
+accounted for). The tables below are explicit so a reader can check each against the source labels; the data
+file's own notes (data/measured_serving.md) say what each source measured.
+
+Metrics (the value is converted to ms for latencies, tok/s for rates; `kind` says what the planner predicts):
+  ttft_ms / ttft_s           kind ttft. How the first tokens were produced depends on the run (`ttft_mode`):
+                             batch   static batch started together (LMDeploy profile_generation): one prefill step
+                                     of B prompts of P tokens;
+                             queue   N requests sent at once to a server (dstack): the N x P prompt tokens run in
+                                     k = ceil(N P / PREFILL_TOKENS_PER_STEP) prefill steps and request i gets its
+                                     first token when its step ends, so the mean TTFT = t(prefill N x P) x (k + 1)/(2k);
+                             single  steady serving at a concurrency limit (vllm bench serve --max-concurrency): a new
+                                     request's prompt is prefilled alone (the others only decode): t(prefill 1 x P).
+  tpot_ms / tpot_s / itl_ms  kind tpot: one decode step of the batch B at the mean context P + O/2. In `queue` runs the
+                             prefills that run after a request's first token stall it: + t(prefill N x P) x (k - 1)/(2k)
+                             / (O - 1) (vLLM 0.6 and TGI schedule waiting prefills before decodes).
+  e2e_latency_ms             kind e2e: one static batch, prefill of B x P then O - 1 decode steps (benchmark_latency.py).
+  throughput_tok_s           kind throughput: output tokens / time of one static batch (prefill of B x P then O - 1
+                             decode steps), B x O tokens. A server at a concurrency limit B in steady state does the
+                             same work per cycle (B prefills and O decode steps of B sequences), so the formula
+                             holds for `single` runs too. Scope from `unit`: "output tok/s total" is for the whole
+                             GPU set (no division by TP).
+  decode_tok_s_per_seq       kind decode_rate: batch-1 decode tok/s (ExLlamaV2; prompt and output not stated: a
+                             128-token prompt and 128 new tokens assumed).
+Rows with variable lengths (ShareGPT) at a request rate are a simulator workload, not a fixed-shape step, and are
+listed unmapped; so are expert-parallel multi-node runs and devices, models or formats without a catalog entry.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from ..hardware import REPO_ROOT
+
+SERVING_PATH = REPO_ROOT / "data" / "measured_serving.csv"
+
+PREFILL_TOKENS_PER_STEP = 8192  # prompt tokens per prefill step of a server (vLLM/TGI default token budget order)
+SERVER_MAX_SEQS = 256          # vLLM's default max_num_seqs (and TGI's batch limit order): more requests queue in waves
+EXLLAMA_PROMPT = 128            # not stated by the README: assumed
+EXLLAMA_OUTPUT = 128
+
+HARDWARE_IDS = {
+    "AMD Instinct MI300X": "mi300x",
+    "NVIDIA H100": "h100-sxm",          # "variant not stated": the SXM part (cloud H100 with FA3) assumed
+    "NVIDIA H100 80GB": "h100-sxm",     # 4 x H100 80G with TP4: SXM (NVLink) assumed
+    "NVIDIA A100 80GB": "a100-80gb-sxm",
+    "NVIDIA A100-80G": "a100-80gb-sxm",  # LMDeploy's "A100-80G(x8)" box: SXM assumed
+    "NVIDIA GeForce RTX 4090": "rtx-4090",
+    "NVIDIA H200": "h200-sxm",
+    "NVIDIA DGX Spark (GB10)": "dgx-spark",
+    "Intel Arc Pro B60": "arc-pro-b60",  # TP ranks -> cards not stated (measured_serving.md); one card per rank assumed
+}
+ASSUMPTIONS = {
+    "NVIDIA H100": "mapped to h100-sxm (variant not stated)",
+    "NVIDIA H100 80GB": "mapped to h100-sxm (TP4 over NVLink implies SXM)",
+    "NVIDIA A100-80G": "mapped to a100-80gb-sxm (8-GPU box)",
+    "LLaMA-7B": "mapped to llama-2-7b (same layer shapes: 32 x 4096, MLP 11008, vocab 32000)",
+    "LLaMA-13B": "mapped to llama-2-13b (same layer shapes: 40 x 5120, MLP 13824, vocab 32000)",
+    "ExLlamaV2": f"prompt {EXLLAMA_PROMPT} and {EXLLAMA_OUTPUT} new tokens assumed (not stated)",
+    "kv_dtype blank/auto": "the activation dtype (fp16 for fp16 weights, else bf16)",
+}
+
+MODEL_PATTERNS = (  # (regex on the source's model label, catalog id)
+    (r"^Llama-3\.1-405B", "llama-3.1-405b"), (r"^Llama-3\.1-70B", "llama-3.1-70b"),
+    (r"^Llama-3\.1-8B", "llama-3.1-8b"), (r"^Llama-2-70B", "llama-2-70b"), (r"^Llama-2-13B", "llama-2-13b"),
+    (r"^Llama-2-7B", "llama-2-7b"), (r"^LLaMA-7B$", "llama-2-7b"), (r"^LLaMA-13B$", "llama-2-13b"),
+    (r"^gpt-oss-20b", "gpt-oss-20b"), (r"^gpt-oss-120b", "gpt-oss-120b"), (r"^InternLM-20B", "internlm-20b"),
+    (r"^DeepSeek-V3", "deepseek-v3"), (r"^LLaMA-33B", "llama-33b"), (r"^OpenLLaMA-3B", "openllama-3b"),
+    (r"^CodeLlama-34B", "codellama-34b"), (r"^TinyLlama-1\.1B", "tinyllama-1.1b"),
+    (r"^NVIDIA-Nemotron-3-Super", "nemotron-3-super-120b"),
+)
+FORMAT_PATTERNS = ((r"^fp8", "fp8"), (r"^bf16$", "bf16"), (r"^fp16$", "fp16"), (r"^mxfp4", "mxfp4"),
+                   (r"^nvfp4$", "nvfp4"), (r"^gptq_int4_g128", "gptq-int4"))
+KV_PATTERNS = ((r"^fp8", "fp8"), (r"^bf16$", "bf16"), (r"^fp16$", "fp16"))
+RUNTIMES = (("TGI", "tgi"), ("LMDeploy", "lmdeploy"), ("SGLang", "sglang"), ("vLLM", "vllm"),
+            ("ExLlamaV2", "exllamav2"))
+METRICS = {"ttft_ms": ("ttft", 1.0), "ttft_s": ("ttft", 1e3), "tpot_ms": ("tpot", 1.0), "tpot_s": ("tpot", 1e3),
+           "itl_ms": ("tpot", 1.0), "e2e_latency_ms": ("e2e", 1.0), "e2e_latency_s": ("e2e", 1e3),
+           "throughput_tok_s": ("throughput", 1.0), "decode_tok_s_per_seq": ("decode_rate", 1.0)}
+TTFT_MODES = {  # source -> how first tokens were produced (module docstring)
+    "lmdeploy_a100_fp16_v0.1.0": "batch", "lmdeploy_a100_fp16_v0.2.0": "batch",
+    "rocm_vllm_devdocker_2025-01": "batch", "dstack_tgi_vs_vllm_mi300x_llama405b_2024-10": "queue",
+    "vllm_blog_fp8_kvcache_2026-04": "single", "vllm_perf_dashboard_h200_gptoss120b_2026-02": "single",
+    "vllm_blog_intel_arc_pro_b60_2025-11": "single", "vllm_blog_dgx_spark_2026-06": "single",
+    "exllamav2_readme_2023-09": "single",
+}
+
+
+def _match(patterns, label) -> str | None:
+    if not isinstance(label, str):
+        return None
+    return next((v for p, v in patterns if re.search(p, label)), None)
+
+
+def _tp(detail: str) -> int:
+    for pat in (r"TP(\d+)", r"tensor parallel (\d+)", r"^(\d+) x "):
+        m = re.search(pat, str(detail))
+        if m:
+            return int(m.group(1))
+    return 1
+
+
+def _generated_per_request(notes: str, n: int) -> float | None:
+    m = re.search(r"(\d+) generated tokens", str(notes))
+    return int(m.group(1)) / n if m else None
+
+
+def map_serving_row(r: dict, hw_known: set, models_known: set) -> tuple[dict | None, str | None]:
+    """(mapped record, None) or (None, reason) for one row of measured_serving.csv."""
+    src, metric = r["source_id"], r["metric"]
+    runtime = _match(((re.escape(a), b) for a, b in RUNTIMES), r["framework"])
+    hw = HARDWARE_IDS.get(r["hardware"])
+    model = _match(MODEL_PATTERNS, r["model"])
+    wf = _match(FORMAT_PATTERNS, r["weight_format"])
+    kv_label = r["kv_dtype"]
+    kv = _match(KV_PATTERNS, kv_label) if isinstance(kv_label, str) and not kv_label.startswith("auto") else None
+    if kv is None and wf is not None:
+        kv = "fp16" if wf == "fp16" else "bf16"
+    tp = _tp(r["hardware_detail"])
+    batch = r["batch"]
+    if "EP" in str(r["hardware_detail"]) and "nodes" in str(r["hardware_detail"]):
+        return None, ("multi-node expert parallelism with DP attention and PD disaggregation: not a single "
+                      "tensor-parallel group (planner/serving/expert_parallel.py is not part of this benchmark)")
+    if metric not in METRICS:
+        return None, f"metric {metric} ({r['unit']}) is not modelled"
+    if isinstance(batch, float) and math.isnan(batch) or (metric != "decode_tok_s_per_seq"
+                                                          and isinstance(r["input_len"], float)
+                                                          and math.isnan(r["input_len"])):
+        return None, ("variable prompt/output lengths (ShareGPT) at a request rate or with no fixed batch: a "
+                      "simulator workload, not a fixed-shape step")
+    if hw is None or hw not in hw_known:
+        return None, f"hardware '{r['hardware']}' has no catalog id"
+    if model is None or model not in models_known:
+        return None, f"model '{r['model']}' has no catalog id ({model or 'no mapping'})"
+    if wf is None:
+        return None, f"weight format '{r['weight_format']}' has no planner equivalent"
+    if runtime is None:
+        return None, f"framework '{r['framework']}' has no engine"
+    kind, scale = METRICS[metric]
+    B = int(batch)
+    if TTFT_MODES.get(src) == "queue" and B > SERVER_MAX_SEQS:
+        return None, (f"{B} requests at once exceed the server's default {SERVER_MAX_SEQS} running sequences: they "
+                      "run in queued waves (a simulator workload, not one fixed batch)")
+    if runtime == "exllamav2":
+        P, O = EXLLAMA_PROMPT, EXLLAMA_OUTPUT
+    else:
+        P = int(r["input_len"])
+        O = r["output_len"]
+        if isinstance(O, float) and math.isnan(O):
+            O = _generated_per_request(r["notes"], B)
+            if O is None:
+                return None, "output length not stated and no generated-token total in the notes"
+        O = max(int(round(O)), 1)
+    if kind == "throughput" and "total" not in str(r["unit"]):
+        return None, f"throughput scope '{r['unit']}' is not a whole-set total"
+    return {
+        "source": src, "hardware_label": r["hardware"], "hardware": hw, "model": model, "weights": wf,
+        "kv_dtype": kv, "runtime": runtime, "metric": metric, "kind": kind, "batch": B, "prompt": P, "output": O,
+        "measured": float(r["value"]) * scale, "flash_attention": True, "ubatch": 0, "anomalous": "", "tp": tp,
+        "ttft_mode": TTFT_MODES.get(src, "single"), "work_div": 1,
+    }, None
+
+
+def load_serving_rows(path: str | Path = SERVING_PATH):
+    """(mapped records, unmapped records with `reason`) of measured_serving.csv, `row` = 0-based file row."""
+    import pandas as pd
+
+    from ..architecture import list_model_ids
+    from ..hardware import list_hardware_ids
+
+    raw = pd.read_csv(path)
+    hw_known, models_known = set(list_hardware_ids()), set(list_model_ids())
+    mapped, unmapped = [], []
+    for i, r in enumerate(raw.to_dict("records")):
+        rec, reason = map_serving_row(r, hw_known, models_known)
+        if rec is None:
+            unmapped.append({"file": Path(path).name, "row": i, **r, "reason": reason})
+        else:
+            mapped.append({"file": Path(path).name, "row": i, **rec})
+    return mapped, unmapped
