@@ -497,13 +497,14 @@ def serving_plan(m: ModelArch, hardware: list, scenario: str, qps: float, ttft_p
     rejected = t[t["status"] != "ok"][["hardware", "reason"]].rename(columns={"hardware": "device"})
     return {"table": table, "rejected": rejected, "recommendations": res.recommendations,
             "workload": res.scenario.workload.describe(), "formats": res.scenario.formats,
-            "configs": pareto_frame(res.configs, res.scenario.workload.output.mean), "best": res.best,
+            "configs": pareto_frame(res.configs, res.scenario.workload.qps, res.scenario.workload.output.mean), "best": res.best,
             "output_mean": res.scenario.workload.output.mean, "prompt_mean": res.scenario.workload.prompt.mean}
 
 
-def pareto_frame(configs, output_mean: float):
-    """Every configuration that met the targets as (output tok/s per device, tok/s per user = 1000 / TPOT p95) and
-    whether it is on the Pareto front (no other point is at least as good on both and better on one)."""
+def pareto_frame(configs, qps: float, output_mean: float):
+    """Every configuration that met the targets (at the plan's load) as output tok/s per device = requests/s x mean
+    output / devices against tok/s per user = 1000 / TPOT p95, and whether it is on the Pareto front (no other point
+    is at least as good on both and better on one)."""
     import pandas as pd
 
     cols = ["hardware", "weights", "tp", "pp", "replicas", "gpus", "tok_s_per_gpu", "tok_s_per_user", "pareto",
@@ -511,11 +512,11 @@ def pareto_frame(configs, output_mean: float):
     if configs is None or configs.empty or "status" not in configs:
         return pd.DataFrame(columns=cols)
     c = configs[configs["status"].astype(str).str.startswith("meets")].copy()
-    need = {"qps", "gpus", "tpot_p95_ms"}
+    need = {"gpus", "tpot_p95_ms"}
     if c.empty or not need <= set(c.columns):
         return pd.DataFrame(columns=cols)
     c = c[(c["gpus"] > 0) & (c["tpot_p95_ms"] > 0)]
-    c["tok_s_per_gpu"] = c["qps"] * output_mean / c["gpus"]
+    c["tok_s_per_gpu"] = qps * output_mean / c["gpus"]
     c["tok_s_per_user"] = 1e3 / c["tpot_p95_ms"]
     c = c.drop_duplicates(["hardware", "weights", "tp", "pp", "gpus"]).reset_index(drop=True)
     x, y = c["tok_s_per_user"].to_numpy(), c["tok_s_per_gpu"].to_numpy()

@@ -63,7 +63,7 @@ COLUMN_HELP = {
 # ---------------------------------------------------------------- formatting
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$=&])")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~:$&])")
 
 
 def esc(text: object) -> str:
@@ -114,7 +114,7 @@ def show_table(df: pd.DataFrame, help_for: dict | None = None, **kw) -> None:
             if col.isna().any() or not pd.Series(col).map(lambda v: v is None or finite(float(v))).all():
                 out[c] = col.map(lambda v: "—" if v is None or not finite(float(v)) else _num(c, v))
             else:
-                digits = 2 if "GB" in str(c) or "$" in str(c) else 3
+                digits = 2 if "GB" in str(c) or c == "$/hour" else 3
                 out[c] = col.round(digits)
         elif col.dtype == object:
             out[c] = col.map(lambda v: "—" if v is None or (isinstance(v, float) and not math.isfinite(v)) else v)
@@ -126,7 +126,7 @@ def show_table(df: pd.DataFrame, help_for: dict | None = None, **kw) -> None:
 
 def _num(col, v) -> str:
     v = float(v)
-    if "GB" in str(col) or "$" in str(col):
+    if "GB" in str(col) or col == "$/hour":
         return f"{v:,.2f}"
     return f"{v:,.3f}".rstrip("0").rstrip(".") if abs(v) < 1e6 else f"{v:,.0f}"
 

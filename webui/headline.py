@@ -31,9 +31,10 @@ def render_headline(ctx: Context) -> None:
     tp = f" · {inp.tp} GPUs per replica (TP {inp.tp})" if inp.tp > 1 else ""
     st.markdown(f"**{esc(inp.model_name)}** · weights {inp.weights} · KV {inp.kv} · batch {inp.batch} · "
                 f"prompt {inp.prompt:,} · output {inp.output:,} tokens{tp}")
+    cards = st.container(key="cards")  # on a phone its captions hide (webui/main.py PHONE_CSS)
     for ref, spec, e in zip(ctx.refs, ctx.specs, ctx.estimates):
         h = ud.headline(e)
-        with st.container(border=True):
+        with cards, st.container(border=True):
             st.markdown(f"**{esc(h['name'])}** · {esc(h['hardware'])} · {esc(h['unit'])}"
                         + (f" · x{inp.tp}" if inp.tp > 1 else ""))
             if h["fits"]:

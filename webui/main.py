@@ -31,6 +31,8 @@ PHONE_CSS = """<style>
   .block-container { padding: 2.5rem 0.6rem 1rem !important; }
   h1, h2, h3, h4 { white-space: normal !important; overflow-wrap: anywhere; }
   [data-testid="stAlert"] { padding: 0.2rem 0.1rem; }
+  .st-key-cards [data-testid="stCaptionContainer"] { display: none; }
+  .st-key-cards [data-testid="stVerticalBlockBorderWrapper"] { padding: 0.5rem !important; }
 }
 [data-testid="stDataFrame"] { max-width: 100%; overflow-x: auto; }
 [data-testid="stHeadingWithActionElements"] h3 { white-space: normal; }

@@ -75,11 +75,12 @@ def state_from_query(qp: dict, model_ids: list[str], hw_ids: list[str]) -> tuple
             kept = values.get(QUERY_KEYS[name])
             errors.append(f"{exc}" + (f" (kept {kept!r})" if kept is not None else ""))
 
-    def one_of(name: str, allowed) -> Callable[[str], str]:
+    def one_of(name: str, allowed, noun: str = "value") -> Callable[[str], str]:
         def parse(raw):
             if raw not in allowed:
-                raise PlannerError(f"link parameter {name}: unknown value '{raw[:60]}'; allowed: "
-                                   f"{', '.join(map(str, allowed))}")
+                shown = list(map(str, allowed))
+                raise PlannerError(f"link parameter {name}: unknown {noun} '{raw[:60]}'; allowed: "
+                                   + (", ".join(shown) if len(shown) <= 12 else ", ".join(shown[:12]) + ", ..."))
             return raw
         return parse
 
@@ -106,10 +107,10 @@ def state_from_query(qp: dict, model_ids: list[str], hw_ids: list[str]) -> tuple
         except PlannerError as exc:
             raise PlannerError(f"link parameter weights: {exc}") from None
 
-    take("model", one_of("model", model_ids))
+    take("model", one_of("model", model_ids, "model"))
     take("hardware", hardware)
     take("weights", weights)
-    take("kv", one_of("kv", list(KV_DTYPE_BYTES)))
+    take("kv", one_of("kv", list(KV_DTYPE_BYTES), "dtype"))
     take("batch", lambda r: _int_param(r, "batch", 1, BATCH_MAX))
     take("prompt", lambda r: _int_param(r, "prompt", 1, LENGTH_MAX))
     take("output", lambda r: _int_param(r, "output", 1, LENGTH_MAX))

@@ -9,7 +9,7 @@ import streamlit as st
 
 from planner import ui_data as ud
 
-from ..common import Context, esc, legend_below, show_table
+from ..common import Context, legend_below, show_table
 
 
 @st.cache_data(ttl=30, show_spinner=False)
@@ -46,7 +46,7 @@ def render(ctx: Context) -> None:
         st.caption(n)
     measured = sorted(recs["device"].unique()) if not recs.empty else []
     line, ok = coverage_line(measured, [e.hardware for e in ctx.estimates])
-    (st.caption if ok else st.info)(esc(line))
+    (st.caption if ok else st.info)(line)  # catalog ids and record folder names only
     if not recs.empty:
         ref = ud.validation_reference(recs, band=0.2)
         x = alt.X("measured_ms:Q", title="measured median (ms, log)", scale=alt.Scale(type="log"))
