@@ -31,6 +31,8 @@ def render_headline(ctx: Context) -> None:
     tp = f" · {inp.tp} GPUs per replica (TP {inp.tp})" if inp.tp > 1 else ""
     st.markdown(f"**{esc(inp.model_name)}** · weights {inp.weights} · KV {inp.kv} · batch {inp.batch} · "
                 f"prompt {inp.prompt:,} · output {inp.output:,} tokens{tp}")
+    if len(ctx.estimates) >= 2:
+        render_comparison(ctx)
     cards = st.container(key="cards")  # on a phone its captions hide (webui/main.py PHONE_CSS)
     for ref, spec, e in zip(ctx.refs, ctx.specs, ctx.estimates):
         h = ud.headline(e)
@@ -52,20 +54,21 @@ def render_headline(ctx: Context) -> None:
             c[3].metric("Tokens/s per sequence", fmt_rate(h["tok_s_per_seq"]),
                         help=COLUMN_HELP["tok/s per sequence"])
             c[4].metric("Tokens/s total", fmt_rate(h["tok_s_total"]), help=COLUMN_HELP["tok/s total"])
+            notes = [f"prefill {h['prefill_bound']} bound · decode {h['decode_bound']} bound · largest batch at "
+                     f"this context: {h['max_batch']:,} · longest context at this batch: {h['max_context']:,} tokens "
+                     f"(prompt + output)"]
             if h["range_source"] is not None and h["fits"]:
                 (t0, t1), (p0, p1), (r0, r1) = h["ttft_ms_range"], h["tpot_ms_range"], h["tok_s_total_range"]
                 if all(v is not None for v in (t0, t1, p0, p1, r0, r1)):
-                    st.caption(f"p10–p90 range: TTFT {fmt_time_ms(t0)}–{fmt_time_ms(t1)} · TPOT "
-                               f"{fmt_time_ms(p0)}–{fmt_time_ms(p1)} · tokens/s total {fmt_rate(r0)}–"
-                               f"{fmt_rate(r1)} (measured / predicted spread of {esc(h['range_source'])} against "
-                               f"published benchmarks)")
-            st.caption(f"prefill {h['prefill_bound']} bound · decode {h['decode_bound']} bound · largest batch "
-                       f"at this context: {h['max_batch']:,} · longest context at this batch: "
-                       f"{h['max_context']:,} tokens (prompt + output)", help=BOUND_HELP)
+                    notes.append(f"p10–p90 range: TTFT {fmt_time_ms(t0)}–{fmt_time_ms(t1)} · TPOT "
+                                 f"{fmt_time_ms(p0)}–{fmt_time_ms(p1)} · tokens/s total {fmt_rate(r0)}–"
+                                 f"{fmt_rate(r1)} (measured / predicted spread of {esc(h['range_source'])} against "
+                                 f"published benchmarks)")
+            st.caption("  \n".join(notes), help=BOUND_HELP)
             for w in e.warnings:
+                if not h["fits"] and ("`--" in w or "planner plan" in w):
+                    continue  # CLI advice: the page offers the smallest setup (and the capacity plan) instead
                 st.warning(esc(w))
-    if len(ctx.estimates) >= 2:
-        render_comparison(ctx)
 
 
 def _suggest(ctx: Context, ref: tuple, spec, e) -> None:

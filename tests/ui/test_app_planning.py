@@ -257,7 +257,7 @@ def test_cheapest_setup_for_20_chat_users_of_llama_70b_int4_on_rtx_4090():
     assert best["TPOT p95 (ms)"] <= 50 and best["TTFT p95 (ms)"] <= 2000
     assert best["TP"] * best["PP"] >= 2  # 36.4 GB of int4 weights > 24 GB (module docstring)
     # 20 users -> 20 / (250 tokens x 0.050 s) = 1.6 requests/s (Little's law, the chat scenario's mean output)
-    assert any("20 concurrent users -> 1.60 requests/s" in m.value for m in at.markdown)
+    assert any("20 concurrent users → 1.60 requests/s" in m.value for m in at.markdown)
     vllm = next(c.value for c in at.code if c.value.startswith("vllm serve"))
     assert "vllm serve meta-llama/Llama-3.1-70B" in vllm and f"--tensor-parallel-size {int(best['TP'])}" in vllm
     assert "--max-num-seqs" in vllm and "--gpu-memory-utilization 0.90" in vllm and "--quantization awq" in vllm

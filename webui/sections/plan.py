@@ -80,7 +80,7 @@ def render(ctx: Context) -> None:
     if ss["serving_load"] == "users":
         users = int(ss["serving_users"])
         qps = ud.users_to_qps(users, sc.workload.output.mean, tpot)
-        load = (f"{users:,} concurrent users -> {qps:,.2f} requests/s (Little's law: users / (mean output "
+        load = (f"{users:,} concurrent users → {qps:,.2f} requests/s (Little's law: users / (mean output "
                 f"{sc.workload.output.mean:g} tokens x TPOT target {tpot:g} ms))")
     else:
         qps = float(ss["serving_qps"])
@@ -134,7 +134,7 @@ def _pareto(cfg, best) -> None:
     if cfg.empty:
         return
     chosen = cfg.assign(chosen=(cfg["hardware"] == best["hardware"]) & (cfg["weights"] == best["weights"])
-                        & (cfg["tp"] == best["tp"]) & (cfg["pp"] == best["pp"]))
+                        & (cfg["tp"] == best["tp"]) & (cfg["pp"] == best["pp"]) & (cfg["gpus"] == best["gpus"]))
     x = alt.X("tok_s_per_user:Q", title="tokens/s per user (1000 / TPOT p95)")
     y = alt.Y("tok_s_per_gpu:Q", title="output tokens/s per device")
     tip = [alt.Tooltip("label:N", title="setup"), alt.Tooltip("tok_s_per_user:Q", title="tok/s per user",
