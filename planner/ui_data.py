@@ -604,10 +604,10 @@ def compare_frame(estimates: list[Estimate], specs: list[HardwareSpec], tp: int 
         price = s.price.usd_per_hour * tp if s.price else None
         watts = s.power.tdp_w * tp if s.power else None
         rows.append({"device": e.hardware, "fits": "yes" if e.memory.fits else "no",
-                     "memory (GB)": e.memory.total_gb, "usable (GB)": e.memory.capacity_gb,
                      "TTFT (ms)": e.end_to_end.ttft_ms if e.memory.fits else None,
                      "TPOT (ms)": e.end_to_end.tpot_ms if e.memory.fits else None,
-                     "tok/s total": tok, "$/hour": price,
+                     "tok/s total": tok, "memory (GB)": e.memory.total_gb, "usable (GB)": e.memory.capacity_gb,
+                     "$/hour": price,
                      "$ per million tokens": price / (tok * 3600) * 1e6 if price and tok else None,
                      "J per token": watts / tok if watts and tok else None})
     df = pd.DataFrame(rows)

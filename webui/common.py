@@ -179,6 +179,17 @@ def device_colors(ctx: Context) -> alt.Scale:
     return alt.Scale(domain=[e.hardware for e in ctx.estimates], scheme=DEVICE_SCHEME)
 
 
+def show_chart(chart, where=None) -> None:
+    """st.altair_chart at the container's width, its title wrapped into lines of at most 44 characters so that a
+    phone-width chart never cuts it off."""
+    import textwrap
+
+    title = getattr(chart, "title", alt.Undefined)
+    if isinstance(title, str) and len(title) > 44:
+        chart = chart.properties(title=alt.TitleParams(textwrap.wrap(title, 44), anchor="start"))
+    (where or st).altair_chart(chart, width="stretch")
+
+
 def legend_below(title: str | None = None) -> alt.Legend:
     """Legends under the chart, so a phone-width chart keeps its full width for the data."""
     return alt.Legend(title=title, orient="bottom", direction="horizontal", columns=3, labelLimit=260)

@@ -30,6 +30,7 @@ PHONE_CSS = """<style>
        flex: 1 1 28% !important; min-width: 28% !important; width: auto !important; }
   .block-container { padding: 2.5rem 0.6rem 1rem !important; }
   h1, h2, h3, h4 { white-space: normal !important; overflow-wrap: anywhere; }
+  [data-testid="stHeadingWithActionElements"] h3 { font-size: 1.25rem; }
   [data-testid="stAlert"] { padding: 0.2rem 0.1rem; }
   .st-key-cards [data-testid="stCaptionContainer"] { display: none; }
   .st-key-cards [data-testid="stVerticalBlockBorderWrapper"] { padding: 0.5rem !important; }

@@ -9,7 +9,7 @@ import streamlit as st
 
 from planner import ui_data as ud
 
-from ..common import Context, legend_below, show_table
+from ..common import show_chart, Context, legend_below, show_table
 from .validation import coverage_line
 
 METRICS = {"decode_tok_s_per_seq": "decode tokens/s per sequence", "prefill_tok_s": "prefill tokens/s",
@@ -49,8 +49,8 @@ def render(ctx: Context) -> None:
             shape=alt.Shape("split:N", legend=legend_below("split")),
             tooltip=["source", "hardware", "model", "weights", alt.Tooltip("measured:Q", format=",.2f"),
                      alt.Tooltip("predicted:Q", format=",.2f"), "split"])
-        st.altair_chart((diag + pts).properties(title=f"llm-planner vs published {unit} (log-log; dashed: y = x)",
-                                                height=400), width="stretch")
+        show_chart((diag + pts).properties(title=f"llm-planner vs published {unit} (log-log; dashed: y = x)",
+                                                height=400))
     show_table(pd.DataFrame(checks).rename(columns={"check": "check", "value": "held-out %", "limit": "limit",
                                                     "ok": "met", "rows": "rows"}))
     st.caption(f"Estimates that name no runtime use the kind-default efficiencies; their p10–p90 range covers "

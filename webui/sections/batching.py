@@ -9,7 +9,7 @@ import streamlit as st
 
 from planner import ui_data as ud
 
-from ..common import Context, cached_batch_sweep, device_colors, guarded, legend_below, show_table
+from ..common import show_chart, Context, cached_batch_sweep, device_colors, guarded, legend_below, show_table
 
 
 def render(ctx: Context) -> None:
@@ -64,10 +64,9 @@ def render(ctx: Context) -> None:
         layers_l.append(rule)
         layers_t.append(rule)
     title = f"prompt {inp.prompt:,}, output {inp.output:,}; dashed rule: the largest batch that fits"
-    st.altair_chart(alt.layer(*layers_l).properties(title=f"Time per output token vs batch ({title})", height=280),
-                    width="stretch")
-    st.altair_chart(alt.layer(*layers_t).properties(title="Total decode throughput vs batch (diamond: the knee)",
-                                                    height=280), width="stretch")
+    show_chart(alt.layer(*layers_l).properties(title=f"Time per output token vs batch ({title})", height=280))
+    show_chart(alt.layer(*layers_t).properties(title="Total decode throughput vs batch (diamond: the knee)",
+                                                    height=280))
     rows = sorted(set(ud.BATCH_TABLE_ROWS) | {k["batch"] for k in knees} | {l["batch"] for l in limits})
     tab = ud.batch_table(df, rows)
     show_table(tab.rename(columns={"hardware": "device"}))

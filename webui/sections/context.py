@@ -6,7 +6,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from ..common import Context, cached_context_sweep, device_colors, guarded, legend_below, show_table
+from ..common import show_chart, Context, cached_context_sweep, device_colors, guarded, legend_below, show_table
 
 
 def render(ctx: Context) -> None:
@@ -42,8 +42,8 @@ def render(ctx: Context) -> None:
         return alt.layer(line, rule) if rule is not None else line
 
     sub = f"batch {inp.batch}, output {inp.output:,}; dashed rule: each device's longest context that fits"
-    st.altair_chart(chart(ok, alt.Y("ttft_ms:Q", title="time to first token (ms, log)", scale=alt.Scale(type="log")),
-                          None).properties(title=f"TTFT vs context ({sub})", height=260), width="stretch")
+    show_chart(chart(ok, alt.Y("ttft_ms:Q", title="time to first token (ms, log)", scale=alt.Scale(type="log")),
+                          None).properties(title=f"TTFT vs context ({sub})", height=260))
     mem = alt.Chart(df).mark_line(point=True).encode(
         x=x, y=alt.Y("total_gb:Q", title="memory needed per device (GB)"), color=color, tooltip=tip)
     cap = alt.Chart(pd.DataFrame(limits or [{"hardware": e.hardware, "capacity_gb": e.memory.capacity_gb}
@@ -51,10 +51,9 @@ def render(ctx: Context) -> None:
         y="capacity_gb:Q", tooltip=[alt.Tooltip("hardware:N", title="device"),
                                     alt.Tooltip("capacity_gb:Q", title="usable (GB)", format=",.2f")])
     layers = [mem, cap] + ([rule] if rule is not None else [])
-    st.altair_chart(alt.layer(*layers).properties(title="Memory vs context (red: usable capacity)", height=260),
-                    width="stretch")
-    st.altair_chart(chart(ok, alt.Y("tpot_ms:Q", title="time per output token (ms)"), None).properties(
-        title="Time per output token vs context", height=240), width="stretch")
+    show_chart(alt.layer(*layers).properties(title="Memory vs context (red: usable capacity)", height=260))
+    show_chart(chart(ok, alt.Y("tpot_ms:Q", title="time per output token (ms)"), None).properties(
+        title="Time per output token vs context", height=240))
     cols = {"hardware": "device", "context": "context (tokens)", "prompt": "prompt (tokens)", "fits": "fits",
             "total_gb": "memory (GB)", "ttft_ms": "TTFT (ms)", "tpot_ms": "TPOT (ms)",
             "tok_s_per_seq": "tok/s per sequence", "decode_tok_s_total": "tok/s total"}

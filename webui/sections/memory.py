@@ -8,7 +8,7 @@ import streamlit as st
 
 from planner import ui_data as ud
 
-from ..common import Context, legend_below, show_table
+from ..common import show_chart, Context, legend_below, show_table
 
 ORDER = ["weights", "KV cache", "activations", "overhead"]
 
@@ -32,9 +32,8 @@ def render(ctx: Context) -> None:
                  alt.Tooltip("total_gb:Q", title="needed (GB)", format=",.2f")])
     txt = alt.Chart(caps).mark_text(color="crimson", align="right", dx=-4, dy=-22, fontSize=11).encode(
         y=alt.Y("hardware:N", sort=None), x="capacity_gb:Q", text="label:N")
-    st.altair_chart(alt.layer(bars, cap, txt).properties(
-        title="Memory by component against usable capacity (red tick)", height=max(140, 70 * n + 30)),
-        width="stretch")
+    show_chart(alt.layer(bars, cap, txt).properties(
+        title="Memory by component against usable capacity (red tick)", height=max(140, 70 * n + 30)))
     rows = [{"device": e.hardware, "weights (GB)": e.memory.weights_gb, "KV cache (GB)": e.memory.kv_cache_gb,
              "activations (GB)": e.memory.activations_gb, "overhead (GB)": e.memory.overhead_gb,
              "total (GB)": e.memory.total_gb, "usable (GB)": e.memory.capacity_gb, "fits": e.memory.fits,

@@ -10,7 +10,7 @@ import streamlit as st
 
 from planner import ui_data as ud
 
-from ..common import TP_HELP, Context, cached_model, esc, guarded, knee_for, legend_below, show_table
+from ..common import show_chart, TP_HELP, Context, cached_model, esc, guarded, knee_for, legend_below, show_table
 
 
 @st.cache_data(max_entries=64, show_spinner="simulating the candidate setups ...")
@@ -148,9 +148,9 @@ def _pareto(cfg, best) -> None:
     mark = alt.Chart(chosen[chosen["chosen"]]).mark_point(shape="diamond", size=320, color="black",
                                                            strokeWidth=2).encode(x=x, y=y, tooltip=tip)
     txt = mark.mark_text(dy=-16, fontWeight="bold").encode(text=alt.value("chosen"))
-    st.altair_chart(alt.layer(front, pts, mark, txt).properties(
+    show_chart(alt.layer(front, pts, mark, txt).properties(
         title="Throughput per device vs speed per user (dashed: Pareto front; diamond: the chosen setup)",
-        height=320), width="stretch")
+        height=320))
 
 
 def _launch(ctx, best, out, max_seqs) -> None:

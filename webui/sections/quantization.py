@@ -8,7 +8,7 @@ import streamlit as st
 
 from planner import ui_data as ud
 
-from ..common import FORMAT_HELP, Context, cached_quant, device_colors, guarded, legend_below, show_table
+from ..common import show_chart, FORMAT_HELP, Context, cached_quant, device_colors, guarded, legend_below, show_table
 
 
 def render(ctx: Context) -> None:
@@ -39,8 +39,8 @@ def render(ctx: Context) -> None:
         y=alt.Y("tok_s_per_seq:Q", title="decode tok/s per sequence"), color=color, tooltip=tip,
     ).properties(title="Decode speed per format (formats that fit)", height=280)
     c1, c2 = st.columns(2)
-    c1.altair_chart(mem, width="stretch")
-    c2.altair_chart(spd, width="stretch")
+    show_chart(mem, c1)
+    show_chart(spd, c2)
     show_table(df.rename(columns={
         "hardware": "device", "bits_per_weight": "bits/weight", "weights_gb": "weights (GB)", "total_gb": "total (GB)",
         "ttft_ms": "TTFT (ms)", "tpot_ms": "TPOT (ms)", "tok_s_per_seq": "tok/s per sequence",

@@ -8,7 +8,7 @@ import streamlit as st
 
 from planner import ui_data as ud
 
-from ..common import BOUND_HELP, Context, device_colors, guarded, legend_below, show_table
+from ..common import show_chart, BOUND_HELP, Context, device_colors, guarded, legend_below, show_table
 
 LOG = alt.Scale(type="log")
 
@@ -33,9 +33,9 @@ def render(ctx: Context) -> None:
     dec = points[points["stage"] == "decode"].drop_duplicates("op")
     labels = alt.Chart(dec).mark_text(align="left", dx=6, dy=-6, fontSize=10, color="#444").encode(
         x="intensity:Q", y="achieved_tflops:Q", text="op:N")
-    st.altair_chart(alt.layer(lines, pts, labels).properties(
+    show_chart(alt.layer(lines, pts, labels).properties(
         title="Roofline overlay: each device's matmul roof and its operators (labels: decode operators)",
-        height=400), width="stretch")
+        height=400))
     st.caption("Points below the sloped part of a roof are memory bound, under the flat part compute bound. "
                + BOUND_HELP)
     names = [e.hardware for e in ctx.estimates]
@@ -74,4 +74,4 @@ def _device_roofline(spec, e) -> None:
     chart = alt.layer(lines, rp, rt, ops, labels).resolve_scale(color="independent").properties(
         title=f"Roofline: {e.hardware_name} ({e.roofline.bandwidth_gbs:g} GB/s), prefill and decode operators",
         height=420)
-    st.altair_chart(chart, width="stretch")
+    show_chart(chart)

@@ -9,7 +9,7 @@ import streamlit as st
 
 from planner import ui_data as ud
 
-from ..common import Context, legend_below, show_table
+from ..common import show_chart, Context, legend_below, show_table
 
 
 @st.cache_data(ttl=30, show_spinner=False)
@@ -58,9 +58,8 @@ def render(ctx: Context) -> None:
             tooltip=["device:N", "kernel:N", alt.Tooltip("measured_ms:Q", title="measured (ms)", format=",.4f"),
                      alt.Tooltip("predicted_ms:Q", title="predicted (ms)", format=",.4f"),
                      alt.Tooltip("error_pct:Q", title="error (%)", format="+.1f")])
-        st.altair_chart(alt.layer(band, diag, pts).properties(
-            title="Predicted vs measured kernel time (line: y = x, band: ±20%)", height=380),
-            width="stretch")
+        show_chart(alt.layer(band, diag, pts).properties(
+            title="Predicted vs measured kernel time (line: y = x, band: ±20%)", height=380))
         summary = ud.validation_summary(recs)
         st.dataframe(summary.round(1).rename(columns={"median_abs_error_pct": "median |error| (%)",
                                                       "max_abs_error_pct": "max |error| (%)"}))
