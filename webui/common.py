@@ -120,7 +120,8 @@ def show_table(df: pd.DataFrame, help_for: dict | None = None, **kw) -> None:
             out[c] = col.map(lambda v: "—" if v is None or (isinstance(v, float) and not math.isfinite(v)) else v)
         h = (help_for or {}).get(c) or COLUMN_HELP.get(str(c))
         if pd.api.types.is_float_dtype(out[c]):
-            fmt = "%.2f" if "GB" in str(c) or c == "$/hour" else None
+            big = pd.to_numeric(out[c], errors="coerce").abs().max()
+            fmt = "%.2f" if "GB" in str(c) or c == "$/hour" else ("%.1f" if big >= 100 else None)
             cfg[c] = st.column_config.NumberColumn(help=h, format=fmt)
         elif h:
             cfg[c] = st.column_config.Column(help=h)
