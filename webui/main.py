@@ -24,11 +24,13 @@ PHONE_CSS = """<style>
 @media (max-width: 640px) {
   [data-testid="stMetric"] [data-testid="stMetricValue"] { font-size: 1.15rem; }
   [data-testid="stMetricLabel"] p { font-size: 0.75rem; }
+  [data-testid="stMetricLabel"], [data-testid="stMetricLabel"] * { white-space: normal !important;
+       overflow: visible !important; text-overflow: clip !important; }
   div[data-testid="stHorizontalBlock"]:has([data-testid="stMetric"]) { flex-wrap: wrap !important;
        gap: 0.3rem 0.6rem !important; }
   div[data-testid="stHorizontalBlock"]:has([data-testid="stMetric"]) > div[data-testid="stColumn"] {
        flex: 1 1 28% !important; min-width: 28% !important; width: auto !important; }
-  .block-container { padding: 2.5rem 0.6rem 1rem !important; }
+  .block-container, [data-testid="stMainBlockContainer"] { padding: 4rem 0.6rem 1rem !important; }
   h1, h2, h3, h4 { white-space: normal !important; overflow-wrap: anywhere; }
   [data-testid="stHeadingWithActionElements"] h3 { font-size: 1.25rem; }
   [data-testid="stAlert"] { padding: 0.2rem 0.1rem; }
