@@ -188,6 +188,8 @@ def show_chart(chart, where=None) -> None:
     title = getattr(chart, "title", alt.Undefined)
     if isinstance(title, str) and len(title) > 44:
         chart = chart.properties(title=alt.TitleParams(textwrap.wrap(title, 44), anchor="start"))
+    # fit the width only: the height set on the chart stays the plot's, whatever the legends below it need
+    chart = chart.properties(autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
     (where or st).altair_chart(chart, width="stretch")
 
 
