@@ -59,12 +59,24 @@ def parse_model_upload(data: bytes | str, filename: str = "config.json") -> Mode
     """A Hugging Face config.json (bytes or text) -> ModelArch; malformed JSON is a one-line PlannerError."""
     cfg = parse_json_text(_text(data, filename), filename)
     stem = Path(filename).stem
-    return from_hf_config(cfg, name=stem if stem != "config" else "uploaded-model", where=filename)
+    try:
+        return from_hf_config(cfg, name=stem if stem != "config" else "uploaded-model", where=filename)
+    except PlannerError:
+        raise
+    except (ValueError, TypeError, OverflowError, ZeroDivisionError, ArithmeticError, RecursionError) as exc:
+        # the one schema for config.json lives in planner.architecture; until it names the field, the page still
+        # gets one line instead of a traceback
+        raise PlannerError(f"{filename}: not a usable model config ({type(exc).__name__}: {str(exc)[:160]})") from None
 
 
 def parse_hardware_upload(data: bytes | str, filename: str = "hardware.yaml") -> HardwareSpec:
     """A hardware spec YAML (bytes or text) -> HardwareSpec, validated by the same schema as hardware_specs/."""
-    return parse_hardware(parse_yaml_text(_text(data, filename), filename), filename)
+    try:
+        return parse_hardware(parse_yaml_text(_text(data, filename), filename), filename)
+    except PlannerError:
+        raise
+    except (ValueError, TypeError, OverflowError, ArithmeticError, RecursionError) as exc:
+        raise PlannerError(f"{filename}: not a usable hardware spec ({type(exc).__name__}: {str(exc)[:160]})") from None
 
 
 def resolve_model(ref: ModelRef) -> ModelArch:

@@ -290,3 +290,24 @@ def test_accuracy_axes_carry_one_unit_each_and_deploy_button_is_hidden():
     assert any(t.startswith("measured decode tokens/s per sequence") for t in titles)
     cfg = (REPO / ".streamlit" / "config.toml").read_text()
     assert re.search(r'^toolbarMode = "viewer"', cfg, re.M)
+
+
+HOSTILE_CONFIGS = [("hidden_size", "4k"), ("hidden_size", "NaN"), ("hidden_size", "1e400"),
+                   ("num_attention_heads", 0), ("num_hidden_layers", {"a": [1]}), ("vocab_size", -5)]
+
+
+def test_hostile_config_json_uploads_are_one_line_each():
+    at = run_app({"hardware": "h100-sxm"})
+    for key, value in HOSTILE_CONFIGS:
+        cfg = dict(MISTRAL_7B)
+        cfg[key] = value
+        text = json.dumps(cfg)
+        if value in ("NaN", "1e400"):  # bare JSON tokens, as a hostile file would carry them
+            text = text.replace(f'"{value}"', value)
+        at.file_uploader(key="model_upload").set_value(("config.json", text.encode(), "application/json"))
+        at.run()
+        no_failure(at)
+        errors = [e.value for e in at.error]
+        assert len(errors) == 1 and errors[0].startswith("model upload: ") and "\n" not in errors[0], (key, errors)
+        assert "showing catalog model llama-3.1-8b instead" in errors[0]
+        assert metric_values(at, "Time per output token")[0] != "—"  # the page still answers
