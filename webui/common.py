@@ -195,7 +195,7 @@ def show_chart(chart, where=None) -> None:
 
 def legend_below(title: str | None = None) -> alt.Legend:
     """Legends under the chart, so a phone-width chart keeps its full width for the data."""
-    return alt.Legend(title=title, orient="bottom", direction="horizontal", columns=3, labelLimit=260)
+    return alt.Legend(title=title, orient="bottom", direction="horizontal", columns=2, labelLimit=240)
 
 
 @contextmanager

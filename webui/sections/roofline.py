@@ -13,6 +13,10 @@ from ..common import show_chart, BOUND_HELP, Context, device_colors, guarded, le
 LOG = alt.Scale(type="log")
 
 
+def CORNER(title: str) -> alt.Legend:  # noqa: N802 -- a small legend inside the empty top-left of a roofline
+    return alt.Legend(title=title, orient="top-left", fillColor="white", padding=4)
+
+
 def _point_tip():
     return [alt.Tooltip("hardware:N", title="device"), alt.Tooltip("stage:N"), alt.Tooltip("op:N", title="operator"),
             alt.Tooltip("intensity:Q", title="FLOP/byte", format=",.2f"),
@@ -29,7 +33,7 @@ def render(ctx: Context) -> None:
         tooltip=[alt.Tooltip("label:N", title="roof")])
     pts = alt.Chart(points).mark_point(size=70, filled=True).encode(
         x="intensity:Q", y=alt.Y("achieved_tflops:Q"), color=alt.Color("hardware:N", scale=colors, legend=None),
-        shape=alt.Shape("stage:N", legend=legend_below("stage")), tooltip=_point_tip())
+        shape=alt.Shape("stage:N", legend=CORNER("stage")), tooltip=_point_tip())
     dec = points[points["stage"] == "decode"].drop_duplicates("op")
     labels = alt.Chart(dec).mark_text(align="left", dx=6, dy=-6, fontSize=10, color="#444").encode(
         x="intensity:Q", y="achieved_tflops:Q", text="op:N")
@@ -54,8 +58,10 @@ def _device_roofline(spec, e) -> None:
     y = alt.Y("tflops:Q", title="performance (TFLOP/s, log)", scale=LOG)
     lines = alt.Chart(roofs).mark_line(clip=True).encode(
         x=x, y=y, color=alt.Color("roof:N", title="roof (dtype peak)", sort=list(roofs["roof"].unique()),
-                                  scale=alt.Scale(scheme="dark2"), legend=legend_below("roof (dtype peak)")),
-        strokeDash=alt.StrokeDash("kind:N", title="roof kind", legend=legend_below("roof kind")),
+                                  scale=alt.Scale(scheme="dark2"),
+                                  legend=alt.Legend(title="roof (dtype peak)", orient="bottom", columns=1,
+                                                    labelLimit=300)),
+        strokeDash=alt.StrokeDash("kind:N", title="roof kind", legend=CORNER("roof kind")),
         tooltip=[alt.Tooltip("roof:N"), alt.Tooltip("kind:N")])
     rp = alt.Chart(ridge).mark_point(shape="triangle-up", size=140, filled=True, color="black").encode(
         x="intensity:Q", y="tflops:Q", tooltip=[alt.Tooltip("label:N", title="ridge point")])
@@ -63,14 +69,15 @@ def _device_roofline(spec, e) -> None:
     ops = alt.Chart(points).mark_point(size=90, filled=True).encode(
         x="intensity:Q", y=alt.Y("achieved_tflops:Q"), shape=alt.Shape("stage:N", legend=None),
         color=alt.Color("stage:N", title="operator stage", scale=alt.Scale(range=["#1f77b4", "#ff7f0e"]),
-                        legend=legend_below("operator stage")),
+                        legend=CORNER("operator stage")),
         tooltip=[alt.Tooltip("stage:N"), alt.Tooltip("op:N", title="operator"), alt.Tooltip("layers:Q"),
                  alt.Tooltip("gflop:Q", title="GFLOP (all layers)", format=",.3f"),
                  alt.Tooltip("mb:Q", title="MB moved (all layers)", format=",.2f"),
                  alt.Tooltip("intensity:Q", title="FLOP/byte", format=",.2f"),
                  alt.Tooltip("achieved_tflops:Q", title="achieved TFLOP/s", format=",.2f"),
                  alt.Tooltip("time_ms:Q", title="time (ms)", format=",.4f"), alt.Tooltip("bound:N")])
-    labels = ops.mark_text(align="left", dx=7, dy=4, fontSize=10, color="#333").encode(text="op:N")
+    labels = ops.mark_text(align="left", dx=7, dy=4, fontSize=10).encode(text="op:N", color=alt.value("#333"),
+                                                                           shape=alt.value("circle"))
     chart = alt.layer(lines, rp, rt, ops, labels).resolve_scale(color="independent").properties(
         title=f"Roofline: {e.hardware_name} ({e.roofline.bandwidth_gbs:g} GB/s), prefill and decode operators",
         height=420)
