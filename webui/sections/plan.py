@@ -107,6 +107,9 @@ def _show_plan(ctx, out, load, ttft, tpot, hw_refs, extra) -> None:
     st.markdown(f"**Capacity plan** for {esc(inp.model_name)} on {where}: {load}; workload {esc(out['workload'])}; "
                 f"targets TTFT p95 ≤ {ttft:g} ms, TPOT p95 ≤ {tpot:g} ms; KV cache {inp.kv}; searched formats: "
                 f"{', '.join(out['formats'])}. Each row met the targets in its own continuous-batching simulation.")
+    if inp.eff.startswith("runtime:"):
+        st.caption(f"The simulation uses the calibrated / default efficiencies: the {inp.eff.split(':', 1)[1]} "
+                   f"runtime profile applies to the single-configuration numbers above, not to the capacity plan.")
     table, best = out["table"], out["best"]
     if best is None:
         st.warning("No device meets the targets at this load: loosen the targets, lower the load or search other "
