@@ -5,18 +5,20 @@ context sweeps, the quantization comparison, the roofline and the validation sca
 app.py caches and renders these. pandas is imported inside functions so that `import planner` stays light.
 
 Definitions used below:
-  batch knee     the smallest batch whose first decode step is compute bound (the roofline ridge: past it every
-                 extra sequence costs matmul time, so time per token grows ~linearly and total tok/s flattens);
-                 when decode stays memory bound over the fitting batches (KV reads grow with the batch), the smallest
-                 batch whose TPOT is twice batch 1's (each sequence runs at half its solo speed).
+  batch knee     the batch of largest Kleinrock power, (requests/s) / end-to-end latency = B / e2e(B)^2, among the
+                 batches that fit (`planner.serving.static_batching.knee_batch`, the one definition the CLI's
+                 `planner batching` uses too): past it more batch buys less throughput than it costs in latency.
   achieved FLOP/s  op flops / op time (time includes the efficiency factors and launch overhead), so an op's
                  roofline point sits at or below the datasheet roofs.
   spare / short  usable capacity - total memory (GB, 1e9 bytes).
+  cost per million tokens   devices x USD per device-hour / (decode tok/s total x 3600) x 1e6.
+  energy per token          devices x board power (W) / decode tok/s total (J/token, at full board power).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -57,12 +59,24 @@ def parse_model_upload(data: bytes | str, filename: str = "config.json") -> Mode
     """A Hugging Face config.json (bytes or text) -> ModelArch; malformed JSON is a one-line PlannerError."""
     cfg = parse_json_text(_text(data, filename), filename)
     stem = Path(filename).stem
-    return from_hf_config(cfg, name=stem if stem != "config" else "uploaded-model", where=filename)
+    try:
+        return from_hf_config(cfg, name=stem if stem != "config" else "uploaded-model", where=filename)
+    except PlannerError:
+        raise
+    except (ValueError, TypeError, OverflowError, ZeroDivisionError, ArithmeticError, RecursionError) as exc:
+        # the one schema for config.json lives in planner.architecture; until it names the field, the page still
+        # gets one line instead of a traceback
+        raise PlannerError(f"{filename}: not a usable model config ({type(exc).__name__}: {str(exc)[:160]})") from None
 
 
 def parse_hardware_upload(data: bytes | str, filename: str = "hardware.yaml") -> HardwareSpec:
     """A hardware spec YAML (bytes or text) -> HardwareSpec, validated by the same schema as hardware_specs/."""
-    return parse_hardware(parse_yaml_text(_text(data, filename), filename), filename)
+    try:
+        return parse_hardware(parse_yaml_text(_text(data, filename), filename), filename)
+    except PlannerError:
+        raise
+    except (ValueError, TypeError, OverflowError, ArithmeticError, RecursionError) as exc:
+        raise PlannerError(f"{filename}: not a usable hardware spec ({type(exc).__name__}: {str(exc)[:160]})") from None
 
 
 def resolve_model(ref: ModelRef) -> ModelArch:
@@ -71,10 +85,23 @@ def resolve_model(ref: ModelRef) -> ModelArch:
     return parse_model_upload(ref[2], ref[1])
 
 
+UPLOAD_SUFFIX = "-uploaded"
+
+
 def resolve_hardware(ref: HardwareRef) -> HardwareSpec:
+    """A catalog id, an uploaded YAML, or ("custom", json of custom_gpu_spec's arguments). An upload whose id is a
+    catalog id is renamed `<id>-uploaded`, so that nothing keyed by id (calibration files, node files, tables) mixes
+    it up with the catalog device."""
     if ref[0] == "catalog":
         return load_hardware(ref[1])
-    return parse_hardware_upload(ref[2], ref[1])
+    if ref[0] == "custom":
+        return custom_gpu_spec(**json.loads(ref[1]))
+    spec = parse_hardware_upload(ref[2], ref[1])
+    from .hardware import list_hardware_ids
+
+    if spec.id in list_hardware_ids():
+        spec = spec.model_copy(update={"id": spec.id + UPLOAD_SUFFIX})
+    return spec
 
 
 # ---------------------------------------------------------------- headline and memory
@@ -140,18 +167,38 @@ def split_efficiency(eff: str) -> tuple[str, str | None]:
     return eff, None
 
 
-def ui_estimate(m, spec, weights, kv, batch, prompt, output, eff: str) -> Estimate:
+def ui_estimate(m, spec, weights, kv, batch, prompt, output, eff: str, tp: int = 1) -> Estimate:
     mode, runtime = split_efficiency(eff)
-    return estimate(m, spec, weights, kv, batch, prompt, output, efficiency=mode, runtime=runtime)
+    return estimate(m, spec, weights, kv, batch, prompt, output, efficiency=mode, runtime=runtime, tp=tp)
+
+
+def sweep_batches(max_fit: int, cap: int = 4096) -> tuple[int, ...]:
+    """Batch sizes for the batch sweep: every batch 1..64, then steps of ~5% up to the largest batch that fits
+    (at most `cap`), and a few past it so the chart shows where memory runs out."""
+    top = max(1, min(int(max_fit), cap))
+    pts = set(range(1, min(top, 64) + 1))
+    b = 64.0
+    while b < top:
+        b *= 1.05
+        pts.add(min(int(round(b)), top))
+    pts |= {top, min(top + 1, cap + 1), min(int(top * 1.25) + 1, cap + 1)}
+    return tuple(sorted(pts))
 
 
 def batch_sweep(m: ModelArch, spec: HardwareSpec, weights: str, kv: str, prompt: int, output: int,
-                efficiency: str = "auto", batches=tuple(range(1, 257)), flash_attention: bool = True):
-    """Batch sizes 1..256 in one vectorized `planner.sweep.sweep` call, plus the first decode step's bound."""
+                efficiency: str = "auto", batches=None, flash_attention: bool = True, tp: int = 1):
+    """The batch sweep in one vectorized `planner.sweep.sweep` call, plus the first decode step's bound. batches:
+    None = `sweep_batches` up to the largest batch that fits at this prompt + output (planner.estimate's
+    max_batch_at_context)."""
     from .sweep import sweep
 
-    batches = tuple(int(b) for b in batches)
     mode, runtime = split_efficiency(efficiency)
+    if batches is None:
+        e1 = estimate(m, spec, weights, kv, 1, prompt, output, efficiency=mode, runtime=runtime, tp=tp)
+        batches = sweep_batches(max(e1.memory.max_batch_at_context, 1))
+    batches = tuple(int(b) for b in batches)
+    if tp > 1:
+        return _tp_sweep(m, spec, weights, kv, batches, [prompt], output, mode, runtime, tp, flash_attention)
     df = sweep([m], [spec], [weights], batches, [prompt], [output], kv, mode, flash_attention, runtime)
     if df.empty:
         return df
@@ -168,22 +215,44 @@ def batch_sweep(m: ModelArch, spec: HardwareSpec, weights: str, kv: str, prompt:
     return df
 
 
+def _tp_sweep(m, spec, weights, kv, batches, prompts, output, mode, runtime, tp, flash_attention):
+    """The sweep rows for tensor parallelism (which the vectorized sweep does not model): one `estimate(tp=...)`
+    per point, the same columns."""
+    import pandas as pd
+
+    rows = []
+    for b in batches:
+        for p in prompts:
+            e = estimate(m, spec, weights, kv, int(b), int(p), output, efficiency=mode, runtime=runtime, tp=tp,
+                         flash_attention=flash_attention)
+            fits = e.memory.fits
+            rows.append({"model": m.name, "hardware": spec.id, "weights": e.weights, "unit": e.roofline.unit,
+                         "batch": int(b), "prompt": int(p), "output": output, "context": int(p) + output,
+                         "fits": fits, "total_gb": e.memory.total_gb,
+                         "ttft_ms": e.end_to_end.ttft_ms if fits else np.nan,
+                         "tpot_ms": e.end_to_end.tpot_ms if fits else np.nan,
+                         "e2e_s": e.end_to_end.latency_s if fits else np.nan,
+                         "decode_tok_s_total": e.decode.tokens_per_s_total if fits else np.nan,
+                         "decode_bound": e.decode.bound})
+    df = pd.DataFrame(rows)
+    df["tok_s_per_seq"] = 1e3 / df["tpot_ms"]
+    return df
+
+
 def find_knee(df) -> dict | None:
-    """The batch knee (definition in the module docstring) among the batches that fit, or None."""
-    ok = df[df["fits"]]
-    if ok.empty:
+    """The batch knee (module docstring: Kleinrock's power over end-to-end latency, `knee_batch`) among the batches
+    that fit, or None."""
+    from .serving.static_batching import knee_batch
+
+    if df.empty:
         return None
-    comp = ok[ok["decode_bound"] == "compute"]
-    if not comp.empty:
-        row, rule = comp.iloc[0], "decode turns compute bound"
-    else:
-        base = ok.iloc[0]["tpot_ms"] if ok.iloc[0]["batch"] == 1 else None
-        slow = ok[ok["tpot_ms"] >= 2 * base] if base is not None else ok.iloc[0:0]
-        if slow.empty:
-            return None
-        row, rule = slow.iloc[0], "TPOT twice batch 1's"
+    k = knee_batch(df["batch"], df["e2e_s"], df["fits"])
+    if k is None:
+        return None
+    row = df[df["batch"] == k].iloc[0]
     return {"hardware": row["hardware"], "batch": int(row["batch"]), "tpot_ms": float(row["tpot_ms"]),
-            "decode_tok_s_total": float(row["decode_tok_s_total"]), "rule": rule}
+            "decode_tok_s_total": float(row["decode_tok_s_total"]), "e2e_s": float(row["e2e_s"]),
+            "rule": "largest (requests/s) / end-to-end latency"}
 
 
 def batch_table(df, rows=BATCH_TABLE_ROWS):
@@ -211,12 +280,14 @@ def context_points(model_max: int, output: int, prompt: int) -> list[int]:
 
 
 def context_sweep(m: ModelArch, spec: HardwareSpec, weights: str, kv: str, batch: int, prompt: int, output: int,
-                  efficiency: str = "auto", flash_attention: bool = True):
+                  efficiency: str = "auto", flash_attention: bool = True, tp: int = 1):
     """Prompt lengths 128 .. model maximum at this batch and output length, one vectorized sweep call."""
     from .sweep import sweep
 
     prompts = context_points(m.max_position_embeddings, output, prompt)
     mode, runtime = split_efficiency(efficiency)
+    if tp > 1:
+        return _tp_sweep(m, spec, weights, kv, [batch], prompts, output, mode, runtime, tp, flash_attention)
     df = sweep([m], [spec], [weights], [batch], prompts, [output], kv, mode, flash_attention, runtime)
     df["context"] = df["prompt"] + df["output"]
     df["tok_s_per_seq"] = 1e3 / df["tpot_ms"]
@@ -224,7 +295,7 @@ def context_sweep(m: ModelArch, spec: HardwareSpec, weights: str, kv: str, batch
 
 
 def quant_comparison(m: ModelArch, spec: HardwareSpec, kv: str, batch: int, prompt: int, output: int,
-                     efficiency: str = "auto", formats=QUANT_FORMATS):
+                     efficiency: str = "auto", formats=QUANT_FORMATS, tp: int = 1):
     """The same model and workload in each format: memory and speed from `estimate` (a format the device cannot
     run is a row saying so)."""
     import pandas as pd
@@ -233,7 +304,7 @@ def quant_comparison(m: ModelArch, spec: HardwareSpec, kv: str, batch: int, prom
     for f in formats:
         fmt = weight_format(f)
         try:
-            e = ui_estimate(m, spec, fmt.name, kv, batch, prompt, output, efficiency)
+            e = ui_estimate(m, spec, fmt.name, kv, batch, prompt, output, efficiency, tp)
         except PlannerError as exc:
             rows.append({"hardware": spec.id, "format": fmt.name, "bits_per_weight": fmt.bits_per_weight,
                          "fits": False, "note": str(exc)})
@@ -395,31 +466,270 @@ def export_json(estimates: list[Estimate], inputs: dict) -> str:
 # ---------------------------------------------------------------- serving (planner.serving)
 
 
-def serving_plan(m: ModelArch, hardware: list[str], scenario: str, qps: float, ttft_p95_ms: float,
-                 tpot_p95_ms: float, n_requests: int = 600):
-    """The capacity plan for the chosen catalog devices: (ranked table, rejected rows, recommendations, workload
-    description). Thin wrapper over planner.serving.plan with the table columns the page shows."""
-    from .serving import plan
+SERVING_COLUMNS = {"rank": "rank", "hardware": "device", "weights": "weights", "tp": "TP", "pp": "PP",
+                   "replicas": "replicas", "gpus": "devices", "max_num_seqs": "max sequences",
+                   "ttft_p95_ms": "TTFT p95 (ms)", "tpot_p95_ms": "TPOT p95 (ms)",
+                   "mean_running": "concurrent requests (mean)", "usd_per_hour": "$/hour",
+                   "usd_per_m_output_tokens": "$ per million output tokens",
+                   "energy_j_per_output_token": "J per output token"}
 
-    res = plan(m, scenario, qps=qps, ttft_p95_ms=ttft_p95_ms, tpot_p95_ms=tpot_p95_ms, hardware=hardware,
-               n_requests=n_requests)
+
+def users_to_qps(users: float, output_mean: float, tpot_ms: float, think_s: float = 0.0) -> float:
+    """Concurrent users -> request rate by Little's law, rate = users / time per request cycle, where a cycle is a
+    user's think time plus the time to stream the mean output at the TPOT target (the slowest acceptable service;
+    a faster setup serves the same users with fewer requests in flight)."""
+    if not (users > 0 and output_mean > 0 and tpot_ms > 0 and think_s >= 0):
+        raise PlannerError(f"users: need users > 0, output > 0, TPOT > 0 and think time >= 0; got users={users}, "
+                           f"output={output_mean}, TPOT={tpot_ms} ms, think={think_s} s")
+    return float(users) / (think_s + output_mean * tpot_ms / 1e3)
+
+
+def serving_plan(m: ModelArch, hardware: list, scenario: str, qps: float, ttft_p95_ms: float,
+                 tpot_p95_ms: float, n_requests: int = 600, kv: str = "fp16", efficiency: str = "auto",
+                 formats: tuple[str, ...] | None = None):
+    """The capacity plan (planner.serving.plan) over the given devices (catalog ids or HardwareSpec objects, uploads
+    included; None = the whole catalog), with the sidebar's KV dtype and efficiency and, when given, only these
+    weight formats. Returns a dict: table (ranked, readable columns), rejected (device, reason), recommendations,
+    workload description, formats searched, configs (every simulated configuration, for the Pareto chart), best
+    (the first row as a dict, or None)."""
+    from dataclasses import replace
+
+    from .serving import plan
+    from .serving.scenarios import get_scenario
+
+    sc = get_scenario(scenario)
+    if formats:
+        sc = replace(sc, formats=tuple(formats))
+    mode, _ = split_efficiency(efficiency)
+    res = plan(m, sc, qps=qps, ttft_p95_ms=ttft_p95_ms, tpot_p95_ms=tpot_p95_ms, hardware=hardware or None,
+               n_requests=n_requests, kv_dtype=kv, efficiency=mode)
     t = res.table
     ok = t[t["status"] == "ok"]
-    cols = {"rank": "rank", "hardware": "hardware", "weights": "weights", "tp": "TP", "pp": "PP",
-            "replicas": "replicas", "gpus": "devices", "ttft_p95_ms": "TTFT p95 (ms)", "tpot_p95_ms": "TPOT p95 (ms)",
-            "usd_per_hour": "$/h", "usd_per_m_output_tokens": "$/M output tokens",
-            "energy_j_per_output_token": "J/output token"}
-    table = ok[list(cols)].rename(columns=cols)
-    rejected = t[t["status"] != "ok"][["hardware", "reason"]]
-    return table, rejected, [r["recommendation"] for r in res.recommendations], res.scenario.workload.describe()
+    table = ok[[c for c in SERVING_COLUMNS if c in ok]].rename(columns=SERVING_COLUMNS)
+    rejected = t[t["status"] != "ok"][["hardware", "reason"]].rename(columns={"hardware": "device"})
+    return {"table": table, "rejected": rejected, "recommendations": res.recommendations,
+            "workload": res.scenario.workload.describe(), "formats": res.scenario.formats,
+            "configs": pareto_frame(res.configs, res.scenario.workload.qps, res.scenario.workload.output.mean), "best": res.best,
+            "output_mean": res.scenario.workload.output.mean, "prompt_mean": res.scenario.workload.prompt.mean}
+
+
+def pareto_frame(configs, qps: float, output_mean: float):
+    """Every configuration that met the targets (at the plan's load) as output tok/s per device = requests/s x mean
+    output / devices against tok/s per user = 1000 / TPOT p95, and whether it is on the Pareto front (no other point
+    is at least as good on both and better on one)."""
+    import pandas as pd
+
+    cols = ["hardware", "weights", "tp", "pp", "replicas", "gpus", "tok_s_per_gpu", "tok_s_per_user", "pareto",
+            "label"]
+    if configs is None or configs.empty or "status" not in configs:
+        return pd.DataFrame(columns=cols)
+    c = configs[configs["status"].astype(str).str.startswith("meets")].copy()
+    need = {"gpus", "tpot_p95_ms"}
+    if c.empty or not need <= set(c.columns):
+        return pd.DataFrame(columns=cols)
+    c = c[(c["gpus"] > 0) & (c["tpot_p95_ms"] > 0)]
+    c["tok_s_per_gpu"] = qps * output_mean / c["gpus"]
+    c["tok_s_per_user"] = 1e3 / c["tpot_p95_ms"]
+    c = c.drop_duplicates(["hardware", "weights", "tp", "pp", "gpus"]).reset_index(drop=True)
+    x, y = c["tok_s_per_user"].to_numpy(), c["tok_s_per_gpu"].to_numpy()
+    c["pareto"] = [not bool(np.any((x >= x[i]) & (y >= y[i]) & ((x > x[i]) | (y > y[i])))) for i in range(len(c))]
+    c["label"] = [f"{r.hardware} {r.weights} TP{int(r.tp)}" + (f" PP{int(r.pp)}" if r.pp > 1 else "")
+                  + f" x{int(r.replicas)}" for r in c.itertuples()]
+    return c[cols]
+
+
+HF_ID = re.compile(r"huggingface\.co/([\w.\-]+/[\w.\-]+)")
+KV_FLAGS = {"fp16": ("auto", "auto", "auto", "f16"), "bf16": ("auto", "auto", "auto", "f16"),
+            "fp8": ("fp8", "fp8_e4m3", "fp8", "q8_0"), "int8": ("fp8", "fp8_e4m3", "int8", "q8_0"),
+            "int4": ("fp8", "fp8_e4m3", "fp8", "q4_0")}
+QUANT_FLAGS = {"fp8": ("fp8", "fp8", "FP8"), "int8": ("bitsandbytes", "w8a8_int8", "W8A16"),
+               "w8a8-int8": ("compressed-tensors", "w8a8_int8", "W8A8_SQ_PER_CHANNEL"),
+               "int4-g128": ("awq", "awq", "W4A16_AWQ")}
+
+
+def hf_id(m: ModelArch) -> str:
+    """The Hugging Face repository of a catalog model (from its source URL), else its name."""
+    found = HF_ID.search(m.source or "")
+    return found.group(1) if found else m.name
+
+
+def launch_commands(m: ModelArch, weights: str, kv: str, tp: int, pp: int, max_num_seqs: int,
+                    max_len: int, gpu_mem_util: float = 0.90) -> dict[str, str]:
+    """Copy-ready launch lines for the chosen setup, per engine. Flag names from each engine's documentation:
+    vLLM `vllm serve` (--tensor-parallel-size, --pipeline-parallel-size, --max-num-seqs, --gpu-memory-utilization,
+    --kv-cache-dtype, --quantization, --max-model-len); SGLang `python -m sglang.launch_server` (--tp, --pp-size,
+    --max-running-requests, --mem-fraction-static, --kv-cache-dtype, --quantization, --context-length);
+    TensorRT-LLM `trtllm-serve` (--tp_size, --pp_size, --max_batch_size, --max_seq_len,
+    --kv_cache_free_gpu_memory_fraction; KV dtype and quantization come with the checkpoint); llama.cpp
+    `llama-server` (-ngl, -np, -c = parallel x context, -sm, -ctk/-ctv, -fa). A weight format an engine does not
+    take is a comment on its line."""
+    repo, kvk = hf_id(m), KV_FLAGS.get(kv, ("auto",) * 3 + ("f16",))
+    q = QUANT_FLAGS.get(weights)
+    v = [f"vllm serve {repo}", f"--tensor-parallel-size {tp}"] + ([f"--pipeline-parallel-size {pp}"] if pp > 1 else []) \
+        + [f"--max-num-seqs {max_num_seqs}", f"--gpu-memory-utilization {gpu_mem_util:.2f}",
+           f"--kv-cache-dtype {kvk[0]}", f"--max-model-len {max_len}"] + ([f"--quantization {q[0]}"] if q else [])
+    sg = [f"python -m sglang.launch_server --model-path {repo}", f"--tp {tp}"] \
+        + ([f"--pp-size {pp}"] if pp > 1 else []) \
+        + [f"--max-running-requests {max_num_seqs}", f"--mem-fraction-static {gpu_mem_util - 0.02:.2f}",
+           f"--kv-cache-dtype {kvk[1]}", f"--context-length {max_len}"] + ([f"--quantization {q[1]}"] if q else [])
+    trt = [f"trtllm-serve {repo}", f"--tp_size {tp}", f"--pp_size {pp}", f"--max_batch_size {max_num_seqs}",
+           f"--max_seq_len {max_len}", f"--kv_cache_free_gpu_memory_fraction {gpu_mem_util:.2f}"]
+    trt_note = (f"  # checkpoint quantized to {q[2]} (modelopt), KV cache {kvk[2]}" if q or kv != "fp16" else "")
+    gguf = {"q8_0": "Q8_0", "q6_k": "Q6_K", "q5_k_m": "Q5_K_M", "q4_k_m": "Q4_K_M", "q4_0": "Q4_0"}.get(
+        weights, "Q4_K_M" if weights.startswith("int4") else "Q8_0" if "8" in weights else "F16")
+    lc = [f"llama-server -m {repo.split('/')[-1]}-{gguf}.gguf", "-ngl 99", f"-np {max_num_seqs}",
+          f"-c {max_num_seqs * max_len}", "-fa on", f"-ctk {kvk[3]} -ctv {kvk[3]}"] \
+        + ([f"-sm row -ts {','.join(['1'] * tp)}"] if tp > 1 else [])
+    return {"vLLM": " \\\n  ".join(v), "SGLang": " \\\n  ".join(sg),
+            "TensorRT-LLM": " \\\n  ".join(trt) + trt_note, "llama.cpp": " \\\n  ".join(lc)}
 
 
 def batching_tradeoff(m: ModelArch, spec: HardwareSpec, weights: str, kv: str, prompt: int, output: int,
-                      efficiency: str = "auto"):
-    """'batch 1, 8, 32, 64: latency per step, requests/s' for one device (planner.serving.batching_table)."""
+                      efficiency: str = "auto", knee: int | None = None):
+    """'batch 1, 8, 32, 64 (and the knee): latency per step, requests/s' for one device
+    (planner.serving.batching_table, given the objects themselves)."""
     from .serving import batching_table
 
-    df = batching_table(m, spec, (1, 8, 32, 64, 128, 256), prompt, output, weights, kv, split_efficiency(efficiency)[0])
-    return df.rename(columns={"ttft_ms": "TTFT (ms)", "step_ms": "step = TPOT (ms)", "e2e_s": "end-to-end (s)",
+    mode, runtime = split_efficiency(efficiency)
+    batches = {1, 8, 32, 64, 128, 256} | ({int(knee)} if knee else set())
+    df = batching_table(m, spec, sorted(batches), prompt, output, weights, kv, mode, runtime=runtime)
+    if knee:  # the knee of the full batch sweep (find_knee), the same number the Batching section shows
+        df["knee"] = df["batch"] == int(knee)
+    return df.rename(columns={"batch": "batch", "fits": "fits", "ttft_ms": "TTFT (ms)",
+                              "step_ms": "step = TPOT (ms)", "e2e_s": "end-to-end (s)",
                               "requests_per_s": "requests/s", "output_tokens_per_s": "output tok/s",
-                              "power": "power (req/s per s)", "total_gb": "memory (GB)"})
+                              "power": "power (req/s per s)", "knee": "knee", "total_gb": "memory (GB)"})
+
+
+# ---------------------------------------------------------------- comparison, fit search, operators, summaries
+
+
+def compare_frame(estimates: list[Estimate], specs: list[HardwareSpec], tp: int = 1):
+    """One row per device: fit, TTFT, TPOT, total tok/s, $/hour, $ per million output tokens and J per token (module
+    docstring), plus `winners`: column -> the device that is best in it (None where fewer than two devices have a
+    value)."""
+    import pandas as pd
+
+    rows = []
+    for e, s in zip(estimates, specs):
+        tok = e.decode.tokens_per_s_total if e.memory.fits else None
+        price = s.price.usd_per_hour * tp if s.price else None
+        watts = s.power.tdp_w * tp if s.power else None
+        rows.append({"device": e.hardware, "fits": "yes" if e.memory.fits else "no",
+                     "TTFT (ms)": e.end_to_end.ttft_ms if e.memory.fits else None,
+                     "TPOT (ms)": e.end_to_end.tpot_ms if e.memory.fits else None,
+                     "tok/s total": tok, "memory (GB)": e.memory.total_gb, "usable (GB)": e.memory.capacity_gb,
+                     "$/hour": price,
+                     "$ per million tokens": price / (tok * 3600) * 1e6 if price and tok else None,
+                     "J per token": watts / tok if watts and tok else None})
+    df = pd.DataFrame(rows)
+    best = {"TTFT (ms)": "min", "TPOT (ms)": "min", "tok/s total": "max", "$/hour": "min",
+            "$ per million tokens": "min", "J per token": "min"}
+    winners = {}
+    for col, how in best.items():
+        vals = pd.to_numeric(df[col], errors="coerce")
+        if vals.notna().sum() >= 2:
+            winners[col] = df.loc[vals.idxmin() if how == "min" else vals.idxmax(), "device"]
+    return df, winners
+
+
+def smallest_setup(m: ModelArch, spec: HardwareSpec, weights: str, kv: str, batch: int, prompt: int, output: int,
+                   efficiency: str = "auto", formats=("fp16", "fp8", "int8", "int4-g128")) -> dict | None:
+    """The smallest setup that fits one node of this device: the fewest devices (tensor parallel 1, 2, 4, 8 up to the
+    node's size, heads permitting) in the chosen format, else in the first of `formats` (highest precision first)
+    that fits. None when nothing fits one node."""
+    from .serving.parallelism import check_tp, node_for
+
+    gpus = node_for(spec).gpus_per_node
+    tps = [t for t in (1, 2, 4, 8) if t <= gpus]
+    for fmt in [weights] + [f for f in formats if f != weights]:
+        for tp in tps:
+            try:
+                check_tp(m, tp)
+                e = ui_estimate(m, spec, fmt, kv, batch, prompt, output, efficiency, tp)
+            except PlannerError:
+                continue
+            if e.memory.fits:
+                return {"tp": tp, "weights": e.weights, "total_gb": e.memory.total_gb,
+                        "capacity_gb": e.memory.capacity_gb}
+    return None
+
+
+def operator_table(e: Estimate):
+    """Per operator (LLM-Viewer's table): stage, op, layers, GFLOP, MB moved, FLOP/byte, time (ms, all layers),
+    share of the stage's time, and what bounds it."""
+    import pandas as pd
+
+    rows = []
+    for stage, rep in (("prefill", e.prefill), ("decode (first step)", e.decode)):
+        total = sum(o.time_ms for o in rep.ops) or 1.0
+        for o in rep.ops:
+            rows.append({"stage": stage, "operator": o.name, "layers": o.count, "GFLOP": o.flops / 1e9,
+                         "MB moved": o.bytes / 1e6,
+                         "FLOP/byte": o.flops / o.bytes if o.bytes > 0 else None,
+                         "time (ms)": o.time_ms, "share of stage (%)": 100 * o.time_ms / total, "bound": o.bound})
+    return pd.DataFrame(rows)
+
+
+def roofline_overlay(estimates: list[Estimate]):
+    """One roof per device (its matmul dtype's datasheet peak and bandwidth, TFLOP/s against FLOP/byte) over a shared
+    x range, and every device's decode and prefill operators, for the overlay chart."""
+    import pandas as pd
+
+    pts, lo, hi = [], [], []
+    for e in estimates:
+        for stage, rep in (("prefill", e.prefill), ("decode", e.decode)):
+            for o in rep.ops:
+                if o.flops > 0 and o.bytes > 0 and o.time_ms > 0:
+                    pts.append({"hardware": e.hardware, "stage": stage, "op": o.name, "intensity": o.flops / o.bytes,
+                                "achieved_tflops": o.flops / (o.time_ms * 1e-3) / 1e12, "bound": o.bound})
+        lo.append(e.roofline.ridge_flop_per_byte)
+        hi.append(e.roofline.ridge_flop_per_byte)
+    points = pd.DataFrame(pts, columns=["hardware", "stage", "op", "intensity", "achieved_tflops", "bound"])
+    x_lo = 10 ** np.floor(np.log10(min(lo + ([points["intensity"].min()] if len(points) else [])) / 2))
+    x_hi = 10 ** np.ceil(np.log10(max(hi + ([points["intensity"].max()] if len(points) else [])) * 2))
+    roofs = []
+    for e in estimates:
+        peak, bw, r = e.roofline.peak_tflops["matmul"], e.roofline.bandwidth_gbs, e.roofline.ridge_flop_per_byte
+        for x in (x_lo, r, x_hi):
+            roofs.append({"hardware": e.hardware, "intensity": x, "tflops": min(bw * 1e9 * x, peak * 1e12) / 1e12,
+                          "label": f"{e.hardware}: {peak:g} TFLOP/s, {bw:g} GB/s"})
+    return pd.DataFrame(roofs), points
+
+
+def model_summary(m: ModelArch) -> dict:
+    """What the parse of a config.json gave: parameters (total, active), layers, attention, MLP, KV bytes per token
+    at 16 bits, maximum context."""
+    from .ops import kv_bytes_per_token
+
+    attn = "MLA" if m.mla else (f"GQA {m.num_attention_heads}/{m.num_kv_heads}" if m.num_kv_heads <
+                                 m.num_attention_heads else f"MHA {m.num_attention_heads}")
+    return {"name": m.name, "family": m.family, "parameters (B)": m.total_params / 1e9,
+            "active parameters (B)": m.active_params / 1e9, "layers": m.num_layers, "hidden size": m.hidden_size,
+            "attention": f"{attn} heads x {m.head_dim}", "MLP": (f"MoE {m.moe.num_experts} experts, "
+                                                                  f"{m.moe.experts_per_token} active"
+                                                                  if m.moe else f"dense {m.intermediate_size}"),
+            "KV per token (fp16, bytes)": float(kv_bytes_per_token(m, "fp16")),
+            "max context (tokens)": m.max_position_embeddings}
+
+
+def custom_gpu_spec(name: str, memory_gb: float, bandwidth_gbs: float, fp16_tflops: float,
+                    int8_tflops: float | None = None, fp8_tflops: float | None = None,
+                    tdp_w: float | None = None, usd_per_hour: float | None = None) -> HardwareSpec:
+    """A GPU typed into the page's form -> HardwareSpec through the same schema as hardware_specs/*.yaml (numbers
+    checked there); every number's source is 'typed by the user'."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.strip().lower()).strip("-") or "custom-gpu"
+    peaks = {"fp16": fp16_tflops, "bf16": fp16_tflops, "fp32": fp16_tflops / 2}
+    if int8_tflops:
+        peaks["int8"] = int8_tflops
+    if fp8_tflops:
+        peaks["fp8"] = fp8_tflops
+    src = "typed into the web UI's custom GPU form by the user"
+    data = {"id": f"custom-{slug}", "name": name.strip() or "custom GPU", "kind": "gpu", "vendor": "user",
+            "memory": {"capacity_gb": memory_gb, "bandwidth_gbs": bandwidth_gbs, "source": src},
+            "units": [{"name": "gpu", "kind": "gpu", "peak_tflops": peaks, "source": src}]}
+    if tdp_w:
+        data["power"] = {"tdp_w": tdp_w, "source": src}
+    if usd_per_hour:
+        data["price"] = {"usd_per_hour": usd_per_hour, "source": src}
+    return parse_hardware(data, "custom GPU form")

@@ -143,8 +143,8 @@ def _workload_stats(sc: Scenario, seed: int) -> _Stats:
 def candidate_devices(sc: Scenario, hardware: list[str] | None):
     from ..hardware import list_hardware_ids, load_hardware
 
-    if hardware:
-        return [load_hardware(h) for h in hardware], []
+    if hardware:  # ids, paths or HardwareSpec objects (an upload is used as given, never looked up by name)
+        return [h if not isinstance(h, str) else load_hardware(h) for h in hardware], []
     specs, skipped = [], []
     for hid in list_hardware_ids():
         try:

@@ -64,7 +64,9 @@ def _batch(P, spec, c, best) -> dict:
     bs = bs[bs <= b_max]
     step = np.array([sm.decode_time(int(b), b * ctx) for b in bs])
     tput = bs / step
-    knee = int(bs[np.argmax(tput / step)])
+    from .static_batching import knee_batch  # the one knee definition (Kleinrock's power B / step^2)
+
+    knee = knee_batch(bs, step)
     allowed = bs[step * 1e3 <= P.sc.tpot_p95_ms]
     b_slo = int(allowed.max()) if len(allowed) else 0
     table = [{"batch": int(b), "step_ms": float(s * 1e3), "output_tokens_per_s": float(t)}

@@ -10,7 +10,10 @@ longest prompt P = max p_i and runs until the longest output O = max o_i; every 
 
 The knee of the batch-size curve is where Kleinrock's power, throughput / latency, is largest (Kleinrock 1979,
 "Power and deterministic rules of thumb for probabilistic problems in computer communications"): past it, more
-batch buys less throughput than it costs in latency.
+batch buys less throughput than it costs in latency. With throughput = B / latency, power = B / latency^2; for a
+latency a + b B (fixed cost a, per-sequence cost b) it peaks at B = a / b, the batch where the per-sequence part of
+the time equals the fixed part (decode: KV reads equal the weight reads). `knee_batch` is the one definition; the CLI
+(`planner batching`) and the web UI (Batching and Serving sections) both call it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,20 @@ def _setup(model, hardware, weights, kv_dtype, efficiency):
     fmt = weight_format(weights)
     u = select_unit(spec, fmt)
     return m, spec, fmt, norm_kv(kv_dtype), device_model(spec, u, fmt, resolve_efficiency(spec, u, efficiency))
+
+
+def knee_batch(batches, latency_s, fits=None) -> int | None:
+    """The batch of largest Kleinrock power B / latency(B)^2 among the batches that fit (module docstring); None when
+    none fits or no latency is finite and positive."""
+    b = np.asarray(batches, dtype=np.float64)
+    t = np.asarray(latency_s, dtype=np.float64)
+    ok = np.isfinite(t) & (t > 0) & (b >= 1)
+    if fits is not None:
+        ok &= np.asarray(fits, dtype=bool)
+    if not ok.any():
+        return None
+    power = np.where(ok, b / np.where(ok, t, 1.0) ** 2, -np.inf)
+    return int(b[int(np.argmax(power))])
 
 
 def padding_waste(prompts, outputs) -> dict:
@@ -79,26 +96,25 @@ def static_batch(model, hardware, prompts, outputs, weights: str = "fp16", kv_dt
 
 
 def batching_table(model, hardware, batches=(1, 8, 32, 64), prompt: int = 512, output: int = 128,
-                   weights: str = "fp16", kv_dtype: str = "fp16", efficiency="auto"):
+                   weights: str = "fp16", kv_dtype: str = "fp16", efficiency="auto", runtime=None):
     """Latency per step and throughput for each batch size (static batches of equal requests); marks the knee.
 
+    model / hardware: catalog ids, paths, or the ModelArch / HardwareSpec objects themselves (an upload is used as
+    given, never looked up again by name). runtime: a runtime profile id, as `planner.sweep.sweep` takes it.
     Columns: batch, fits, ttft_ms, step_ms (mean decode step = TPOT), e2e_s, requests_per_s = batch / e2e,
-    output_tokens_per_s = batch x output / e2e, power = requests_per_s / e2e_s, knee (max power).
+    output_tokens_per_s = batch x output / e2e, power = requests_per_s / e2e_s, knee (`knee_batch` over these rows).
     """
     from ..sweep import sweep
 
-    mid = model if isinstance(model, str) else model.name
-    hid = hardware if isinstance(hardware, str) else hardware.id
     if not batches:
         raise PlannerError("--batch: give at least one batch size")
-    df = sweep([mid], [hid], [weights], sorted(set(int(b) for b in batches)), [prompt], [output], kv_dtype, efficiency)
+    df = sweep([model], [hardware], [weights], sorted(set(int(b) for b in batches)), [prompt], [output], kv_dtype,
+               efficiency, runtime=runtime)
     df = df.rename(columns={"tpot_ms": "step_ms"})
     df["requests_per_s"] = df["batch"] / df["e2e_s"]
     df["output_tokens_per_s"] = df["batch"] * df["output"] / df["e2e_s"]
     df["power"] = df["requests_per_s"] / df["e2e_s"]
-    df["knee"] = False
-    ok = df["fits"]
-    if ok.any():
-        df.loc[df.loc[ok, "power"].idxmax(), "knee"] = True
+    k = knee_batch(df["batch"], df["e2e_s"], df["fits"])
+    df["knee"] = df["batch"] == k
     return df[["batch", "fits", "ttft_ms", "step_ms", "e2e_s", "requests_per_s", "output_tokens_per_s", "power",
                "knee", "total_gb"]]

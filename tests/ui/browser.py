@@ -97,11 +97,19 @@ def chromium(width: int = 1500, height: int = 1150):
     opts.add_argument(f"--user-data-dir={profile}")
     opts.add_argument(f"--window-size={width},{height}")
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
+    if width < 500:  # Chromium's windows are at least 500 px wide: emulate a phone's viewport instead
+        phone_viewport(driver, width, height)
     try:
         yield driver
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def phone_viewport(driver, width: int, height: int) -> None:
+    """A phone-sized, touch-style viewport (CSS pixels) through the DevTools protocol."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 2, "mobile": True})
 
 
 _METRICS_JS = """

@@ -32,8 +32,12 @@ def h100():
 
 def test_batch_sweep_matches_estimate_row_by_row(llama8b, h100):
     df = ud.batch_sweep(llama8b, h100, "fp16", "fp16", 512, 128)
-    assert list(df["batch"]) == list(range(1, 257))
-    for b in (1, 7, 64, 256):
+    # the sweep runs to the largest batch that fits at 640 tokens (estimate's max_batch_at_context) and a little past
+    top = estimate(llama8b, h100, "fp16", "fp16", 1, 512, 128).memory.max_batch_at_context
+    fit = df[df["fits"]]
+    assert int(fit["batch"].max()) == top and not df[df["batch"] > top]["fits"].any()
+    assert list(df["batch"])[:64] == list(range(1, 65))
+    for b in (1, 7, 64, top):
         e = estimate(llama8b, h100, "fp16", "fp16", b, 512, 128)
         row = df[df["batch"] == b].iloc[0]
         assert row["tpot_ms"] == pytest.approx(e.end_to_end.tpot_ms, rel=1e-9)
@@ -41,28 +45,24 @@ def test_batch_sweep_matches_estimate_row_by_row(llama8b, h100):
         assert row["total_gb"] == pytest.approx(e.memory.total_gb, rel=1e-9)
         assert row["decode_bound"] == e.decode.bound
     tab = ud.batch_table(df)
-    assert list(tab["batch"]) == list(ud.BATCH_TABLE_ROWS)
+    assert list(tab["batch"]) == [b for b in ud.BATCH_TABLE_ROWS if b in set(df["batch"])]
 
 
-def _frame(tpot, bound=None, fits=None):
-    b = np.arange(1, len(tpot) + 1)
-    tpot = np.asarray(tpot, dtype=float)
-    return pd.DataFrame({"hardware": "x", "batch": b, "tpot_ms": tpot, "decode_tok_s_total": b / tpot * 1e3,
-                         "decode_bound": bound if bound is not None else ["memory"] * len(b),
+def _frame(e2e_s, fits=None):
+    b = np.arange(1, len(e2e_s) + 1)
+    e2e = np.asarray(e2e_s, dtype=float)
+    return pd.DataFrame({"hardware": "x", "batch": b, "e2e_s": e2e, "tpot_ms": e2e, "decode_tok_s_total": b / e2e,
                          "fits": fits if fits is not None else [True] * len(b)})
 
 
-def test_knee_rules():
-    # the roofline crossover wins when decode turns compute bound
-    bound = ["memory"] * 63 + ["compute"] * 37
-    assert ud.find_knee(_frame(np.ones(100), bound))["batch"] == 64
-    # memory bound throughout, TPOT = 1 + b/100 ms: twice batch 1's (1.01 ms) at 1 + b/100 >= 2.02 -> b = 102
-    k = ud.find_knee(_frame(1 + np.arange(1, 121) / 100))
-    assert k["batch"] == 102 and "twice" in k["rule"]
-    assert ud.find_knee(_frame(np.ones(50))) is None  # flat: no knee
+def test_knee_is_the_largest_kleinrock_power():
+    # e2e = 3 + 0.05 B s: power B / e2e^2 peaks at B = 3 / 0.05 = 60 (the per-sequence time equals the fixed time)
+    b = np.arange(1, 201)
+    k = ud.find_knee(_frame(3 + 0.05 * b))
+    assert k["batch"] == 60 and "end-to-end" in k["rule"]
+    # only batches that fit count: with batches above 40 out of memory, the knee is the largest that fits
+    assert ud.find_knee(_frame(3 + 0.05 * b, fits=list(b <= 40)))["batch"] == 40
     assert ud.find_knee(_frame(np.ones(5), fits=[False] * 5)) is None  # nothing fits
-    # only batches that fit count: the compute-bound batch 4 does not fit
-    assert ud.find_knee(_frame(np.ones(4), ["memory"] * 3 + ["compute"], [True] * 3 + [False])) is None
 
 
 def test_context_sweep_and_points(llama8b, h100):

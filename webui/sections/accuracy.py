@@ -1,0 +1,57 @@
+"""Predicted against published measurements: one metric per chart (one unit per axis), which devices have
+measurements, and the held-out checks."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from planner import ui_data as ud
+
+from ..common import show_chart, Context, legend_below, show_table
+from .validation import coverage_line
+
+METRICS = {"decode_tok_s_per_seq": "decode tokens/s per sequence", "prefill_tok_s": "prefill tokens/s",
+           "throughput_tok_s": "total output tokens/s", "ttft_ms": "time to first token (ms)"}
+
+
+@st.cache_data(show_spinner=False)
+def cached_accuracy():
+    return ud.accuracy_results()
+
+
+def render(ctx: Context) -> None:
+    res, checks, default_cov = cached_accuracy()
+    st.markdown("**Predicted against published measurements** (`data/measured_public.csv`: llama.cpp, TensorRT-LLM, "
+                "gpt-fast on 40+ devices; runtime profiles fitted on part of the devices, checked on the rest). "
+                "Regenerate with `planner accuracy`.")
+    measured = sorted(res["hardware"].dropna().unique())
+    line, ok = coverage_line(measured, [e.hardware for e in ctx.estimates])
+    (st.caption if ok else st.info)(line)
+    present = [m for m in METRICS if m in set(res["metric"])] + sorted(set(res["metric"]) - set(METRICS))
+    metric = st.selectbox("Metric", present, key="accuracy_metric", format_func=lambda m: METRICS.get(m, m))
+    unit = METRICS.get(metric, metric)
+    data = res[res["metric"] == metric].assign(predicted=lambda d: d["pred_runtime"])
+    data = data[(data["measured"] > 0) & (data["predicted"] > 0)]
+    data = data.assign(selected=data["hardware"].isin([e.hardware for e in ctx.estimates]))
+    if data.empty:
+        st.info("no rows for this metric")
+    else:
+        lo = float(min(data["measured"].min(), data["predicted"].min())) / 1.5
+        hi = float(max(data["measured"].max(), data["predicted"].max())) * 1.5
+        diag = alt.Chart(pd.DataFrame({"measured": [lo, hi], "predicted": [lo, hi]})).mark_line(
+            color="gray", strokeDash=[4, 4]).encode(x="measured:Q", y="predicted:Q")
+        pts = alt.Chart(data).mark_point(filled=True, size=36, opacity=0.8).encode(
+            x=alt.X("measured:Q", scale=alt.Scale(type="log"), title=f"measured {unit} (log)"),
+            y=alt.Y("predicted:Q", scale=alt.Scale(type="log"), title=f"predicted {unit} (log)"),
+            color=alt.Color("source:N", legend=legend_below("source")),
+            shape=alt.Shape("split:N", legend=legend_below("split")),
+            tooltip=["source", "hardware", "model", "weights", alt.Tooltip("measured:Q", format=",.2f"),
+                     alt.Tooltip("predicted:Q", format=",.2f"), "split"])
+        show_chart((diag + pts).properties(title=f"llm-planner vs published {unit} (log-log; dashed: y = x)",
+                                                height=400))
+    show_table(pd.DataFrame(checks).rename(columns={"check": "check", "value": "held-out %", "limit": "limit",
+                                                    "ok": "met", "rows": "rows"}))
+    st.caption(f"Estimates that name no runtime use the kind-default efficiencies; their p10–p90 range covers "
+               f"{default_cov:.0f}% of the held-out rows.")
