@@ -132,14 +132,14 @@ def _runtime_args(p) -> None:
 
 def _runtime(args) -> str | None:
     """--runtime, else the profile `--engine` names where one exists, as `planner estimate` resolves it
-    (planner.runtimes.runtime_for_engine, where that function exists)."""
+    (planner.runtimes.runtime_for_engine)."""
     if args.runtime:
         return args.runtime
-    try:
-        from .runtimes import runtime_for_engine
-    except ImportError:
+    hw = getattr(args, "hardware", None)
+    if not isinstance(hw, str):  # plan: each device takes the engine's profile where it covers it (plan._dev)
         return None
-    return runtime_for_engine(args.engine)
+    from .runtimes import runtime_for_engine
+    return runtime_for_engine(args.engine, hw)
 
 
 def _json_verdict(args, exc) -> int:

@@ -213,7 +213,13 @@ class _Planner:
 
         if datasheet:
             return device_model(spec, unit, fmt, resolve_efficiency(spec, unit, "datasheet"))
-        return device_model(spec, unit, fmt, resolve_efficiency(spec, unit, self.eff, self.prof))
+        prof = self.prof
+        if prof is None and self.engine_rule != "none":  # the engine's own profile where it covers this device
+            from ..runtimes import load_runtime, runtime_for_engine
+
+            rid = runtime_for_engine(self.engine_rule, spec)
+            prof = load_runtime(rid) if rid else None
+        return device_model(spec, unit, fmt, resolve_efficiency(spec, unit, self.eff, prof))
 
     @property
     def prof(self):
