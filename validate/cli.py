@@ -130,6 +130,16 @@ def margin_float(text: str) -> float:
     return x
 
 
+def cmd_device(args) -> int:
+    from planner.errors import PlannerError
+
+    if args.budget_s > 3600:
+        raise PlannerError("--budget-s: at most 3600 s; allowed: a number of seconds in (0, 3600]")
+    from .device import run_flow
+    return run_flow(args.out, device=args.device, budget_s=args.budget_s, dry_run=args.dry_run,
+                    preset=args.preset, device_id=args.device_id)
+
+
 def register(sub) -> None:
     from planner.cli import positive_int
 
@@ -169,6 +179,17 @@ def register(sub) -> None:
     c.add_argument("--device-id", default=None, help="check only this device")
     c.add_argument("--spec", default=None, help="hardware spec YAML (default hardware_specs/<device-id>.yaml)")
     c.set_defaults(func=cmd_check)
+
+    d = vs.add_parser("device", help="the GPU device flow in one lease: preflight, correctness gate, budgeted "
+                      "phases, guarded fit -> --out (validate/device.py)")
+    d.add_argument("--out", required=True, help="folder for records, calibration, summary.json, flow.log")
+    d.add_argument("--device", default="cuda", help="cuda (default)")
+    d.add_argument("--budget-s", type=positive_float, default=360.0,
+                   help="seconds for the gate and the kernel families together (default 360)")
+    d.add_argument("--dry-run", action="store_true", help="the same steps on the CPU, tiny preset (CI)")
+    d.add_argument("--preset", default=None, help="sweep preset (default cuda; tiny with --dry-run)")
+    d.add_argument("--device-id", default=None, help="records' device id (default: from the fingerprint)")
+    d.set_defaults(func=cmd_device)
 
     s = vs.add_parser("spec", help="measured ceilings -> a hardware spec YAML for this machine")
     s.add_argument("--out", default=None, help="spec YAML to write (default hardware_specs/<device-id>.yaml)")

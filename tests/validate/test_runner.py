@@ -4,8 +4,6 @@ GPU sweep script's logic, on the `tiny` preset (seconds on 2 cores; timings are 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -35,7 +33,7 @@ def test_tiny_sweep_records_every_case(tiny_run):
     assert all(r.status == "ok" for r in recs), [r.message for r in recs if r.status != "ok"]
     assert path.parent.name == recs[0].device_id and path.suffix == ".jsonl"
     for r in recs:
-        assert r.measured.threads == torch.get_num_threads() == (os.cpu_count() or 1)
+        assert r.measured.threads == torch.get_num_threads() == len(os.sched_getaffinity(0))
         assert r.measured.flushed and r.measured.flush_bytes > 0
         assert r.measured.p10_ms <= r.measured.median_ms <= r.measured.p90_ms
         # achieved rates are exactly work / median time
@@ -142,17 +140,3 @@ def test_cli_bad_preset_is_one_line(capsys):
     assert main(["validate", "run", "--preset", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --preset: unknown preset 'nope'") and err.count("\n") == 1
-
-
-@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="needs bash, timeout")
-def test_gpu_sweep_script_logic_on_cpu(tmp_path):
-    """validate/gpu_sweep.sh with the device and preset overridden (cpu / tiny): run -> spec -> fit into $OUT.
-    This checks the script's plumbing only; it never ran on a GPU here."""
-    env = dict(os.environ, OUT=str(tmp_path), GPU_SWEEP_DEVICE="cpu", GPU_SWEEP_PRESET="tiny", PYTHON=sys.executable)
-    res = subprocess.run(["bash", str(REPO / "validate" / "gpu_sweep.sh")], env=env, capture_output=True, text=True,
-                         timeout=120)
-    assert res.returncode == 0, res.stderr[-2000:]
-    (run,) = (tmp_path / "records").glob("*/*.jsonl")
-    dev = run.parent.name
-    assert (tmp_path / "hardware_specs" / f"{dev}.yaml").exists()
-    assert (tmp_path / "hardware_specs" / "calibration" / f"{dev}.yaml").exists()
