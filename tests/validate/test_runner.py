@@ -63,7 +63,8 @@ def test_spec_from_measured_ceilings(tiny_run):
     _, recs = tiny_run
     spec = parse_hardware(spec_from_records(recs), "test")
     triad = next(r for r in recs if r.kernel == "stream" and r.params.op == "triad")
-    assert spec.memory.bandwidth_gbs == pytest.approx(triad.achieved_gbs, rel=1e-3)
+    # the spec rounds to 0.01 GB/s (a loaded 2-core CI box measures the tiny 8 MiB triad at ~1.6 GB/s)
+    assert spec.memory.bandwidth_gbs == pytest.approx(triad.achieved_gbs, abs=0.005)
     assert "STREAM triad" in spec.memory.source
     assert set(spec.units[0].peak_tflops) == {"fp32", "bf16"} and spec.kind == "cpu"
 
