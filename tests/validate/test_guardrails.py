@@ -202,3 +202,23 @@ def test_two_concurrent_runs_keep_all_their_records(tmp_path):
     recs = read_dir(tmp_path / "cpu-test")
     assert len(recs) == 10 and len({r.run_id for r in recs}) == 2
     assert np.all([r.status == "ok" and r.backend for r in recs])
+
+
+def test_cli_fit_refusal_is_one_line_and_writes_nothing(tmp_path, capsys):
+    """`planner validate fit` on 12 records: the report is printed, then one `error:` line naming the refusal,
+    exit 2, and no calibration file."""
+    from planner.cli import main
+    from planner.io import atomic_write_yaml
+    from validate.records import dumps
+
+    recs = [matmul_rec(m, f, 128 if f == "int4" else None) for m in (1, 4, 16, 64) for f in ("bf16", "int8", "int4")]
+    ms, _, _ = evaluate(prepare(recs), len(recs), SPEC, TRUE)
+    (tmp_path / "test-cpu").mkdir()
+    (tmp_path / "test-cpu" / "r.jsonl").write_text(dumps(_with_times(recs, ms)))
+    spec = tmp_path / "test-cpu.yaml"
+    atomic_write_yaml(spec, SPEC.model_dump(mode="json", exclude_none=True))
+    out = tmp_path / "cal.yaml"
+    rc = main(["validate", "fit", "--records", str(tmp_path / "test-cpu"), "--spec", str(spec), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and not out.exists()
+    assert err.startswith("error: fit: refused: too few records") and len(err.strip().splitlines()) == 1
