@@ -222,3 +222,15 @@ def test_cli_fit_refusal_is_one_line_and_writes_nothing(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and not out.exists()
     assert err.startswith("error: fit: refused: too few records") and len(err.strip().splitlines()) == 1
+
+
+def test_h200_calibration_provenance_names_the_catalog_match():
+    """Records of the lent H200 (torch: 'NVIDIA H200', 143771 MiB = 140.4 GiB) land on the catalog's h200-sxm, and the
+    calibration says how that match was made."""
+    from planner.hardware import load_hardware
+    from validate.calibrate import _device_match
+    from validate.records import device_id_from_fingerprint
+
+    fp = {"device_type": "cuda", "gpu_name": "NVIDIA H200", "gpu_memory_gib": 143771 / 1024}
+    assert device_id_from_fingerprint(fp) == "h200-sxm"
+    assert _device_match(fp, load_hardware("h200-sxm")) == "catalog h200-sxm by gpu_name 'NVIDIA H200', 140.4 GiB in [125, 145]"
