@@ -1,4 +1,4 @@
-"""`planner validate run|fit|check|spec`: parse, call the harness, print. Nothing is computed here.
+"""`planner validate run|fit|check|spec|device`: parse, call the harness, print. Nothing is computed here.
 
 No torch import at module import time: `planner estimate` must stay fast; the handlers import lazily.
 """

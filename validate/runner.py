@@ -4,10 +4,13 @@ A sweep first measures the device's ceilings (STREAM copy/triad over arrays far 
 a large square GEMM per dtype), turns them into the local spec (validate/localspec.py) unless the device already
 has a committed spec, then times every case of its preset:
 
-  timing   warm-up calls, then N reps timed with perf_counter (CPU) or CUDA events (GPU, synchronized); the
-           LLC (CPU) or L2 (GPU) is flushed before every rep by default (cold: a decode step's weights and KV are
-           not in cache), median / p10 / p90 / min / std kept; N adapts to the call's length (``_reps``)
-  threads  torch threads = all logical CPUs, recorded with every record
+  timing   warm-up calls, then N reps timed with perf_counter (CPU; repeated until the spread is under
+           timing.MAX_SPREAD_PCT, or recorded) or CUDA events with the host held ahead (GPU; calls under 50 us also
+           as a CUDA-graph replay); the LLC (CPU) or L2 (GPU) is flushed before every rep by default (cold: a decode
+           step's weights and KV are not in cache), median / p10 / p90 / min / std kept; N adapts to the call's
+           length (``_reps``); STREAM arrays are at least 4 x the LLC
+  threads  torch threads = the CPUs this process may use (pinned by OMP_PROC_BIND / OMP_PLACES from the CLI),
+           recorded with every record; every record also names the backend that ran
   failures an out-of-memory configuration is recorded as ``status: oom``, any other exception as ``error`` with
            its message, and the sweep goes on; the run file is rewritten atomically after every record, so an
            interrupted sweep keeps everything it finished
