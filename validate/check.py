@@ -19,7 +19,8 @@ import numpy as np
 from planner.errors import PlannerError
 from planner.hardware import HardwareSpec, load_hardware
 
-from .calibrate import CalibrationFile, abs_err_pct, group_errors, load_calibration, signed_err_pct, summarize
+from .calibrate import (CalibrationFile, abs_err_pct, group_errors, load_calibration, noise_floor, signed_err_pct,
+                        summarize)
 from .predict import evaluate, predictable, prepare
 from .records import RECORDS_DIR, read_dir
 
@@ -35,6 +36,7 @@ class DeviceCheck:
     per_kernel: dict = field(default_factory=dict)
     calibration: str = ""
     group_failures: list = field(default_factory=list)  # "kernel:<k>[:<fmt>] median x > tolerance y"
+    noise: dict = field(default_factory=dict)  # the records' own timing noise (calibrate.noise_floor)
 
     @property
     def ok(self) -> bool:
@@ -45,6 +47,9 @@ class DeviceCheck:
         verdict = "ok" if self.ok else "FAIL"
         kern = ", ".join(f"{k} {v['median_pct']:.1f}/{v['p90_pct']:.1f}" for k, v in self.per_kernel.items())
         fails = f"; beyond the group tolerance: {'; '.join(self.group_failures)}" if self.group_failures else ""
+        nf = self.noise.get("all", {})
+        if nf.get("n"):
+            fails += f"; timing noise of the records median {nf['median_pct']:.1f} %, p90 {nf['p90_pct']:.1f} %"
         return (f"{verdict}: {self.device_id}: {self.n} records, |error| median {self.median_pct:.1f} % "
                 f"(tolerance {self.tol_median_pct:g}), p90 {self.p90_pct:.1f} % (tolerance {self.tol_p90_pct:g}); "
                 f"per kernel median/p90 %: {kern}{fails}; calibration {self.calibration}")
@@ -70,7 +75,8 @@ def check_device(records_path: str | Path, spec: HardwareSpec, cal: CalibrationF
             fails.append(f"{g} median {med:.1f} % (tolerance {tol.median_pct:g}), p90 {p90:.1f} % "
                          f"(tolerance {tol.p90_pct:g}), bias {bias:+.1f} % (tolerance {tol.bias_pct})")
     return DeviceCheck(spec.id, len(records), float(np.median(err)), float(np.percentile(err, 90)),
-                       cal.tolerance.median_pct, cal.tolerance.p90_pct, per, cal_name, fails)
+                       cal.tolerance.median_pct, cal.tolerance.p90_pct, per, cal_name, fails,
+                       noise_floor(records, range(len(records))))
 
 
 def run_check(records_root: str | Path | None = None, calibration_dir: str | Path | None = None,
