@@ -133,8 +133,12 @@ def margin_float(text: str) -> float:
 def cmd_device(args) -> int:
     from planner.errors import PlannerError
 
+    import re
     if args.budget_s > 3600:
         raise PlannerError("--budget-s: at most 3600 s; allowed: a number of seconds in (0, 3600]")
+    if not re.fullmatch(r"cuda(:\d+)?", args.device):
+        raise PlannerError(f"--device: '{args.device}' is not a CUDA device; allowed: cuda, cuda:N "
+                           "(for the CPU: --dry-run)")
     from .device import run_flow
     return run_flow(args.out, device=args.device, budget_s=args.budget_s, dry_run=args.dry_run,
                     preset=args.preset, device_id=args.device_id)

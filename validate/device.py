@@ -175,9 +175,8 @@ def _fit(flow: Flow, records_root: Path, out: Path, dry_run: bool) -> bool:
     from planner.errors import PlannerError
     from planner.hardware import load_hardware, parse_hardware, spec_paths
 
-    from .calibrate import calibration_dict, fit, report_text, tolerance_from, write_calibration
+    from .calibrate import calibration_dict, fit, load_calibration, report_text, tolerance_from, write_calibration
     from .check import check_device
-    from .calibrate import load_calibration
     from .localspec import spec_from_records
     from .records import read_dir
 

@@ -125,3 +125,14 @@ def test_wheels_step_command_line():
     assert "manylinux_2_17_x86_64" in plats and "manylinux2014_x86_64" in plats
     assert args[args.index("-d") + 1] == ".whl"
     assert [a for a in args if "==" in a] == [f"{p}=={md.version(p)}" for p in WHEEL_PACKAGES]
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["--device", "cpu"], "--device: 'cpu' is not a CUDA device"),
+    (["--budget-s", "5000"], "--budget-s: at most 3600 s"),
+])
+def test_device_command_bad_flags_are_one_line(tmp_path, capsys, argv, field):
+    from planner.cli import main
+    assert main(["validate", "device", "--out", str(tmp_path), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {field}") and len(err.strip().splitlines()) == 1
