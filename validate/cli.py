@@ -136,7 +136,7 @@ def cmd_device(args) -> int:
     import re
     if args.budget_s > 3600:
         raise PlannerError("--budget-s: at most 3600 s; allowed: a number of seconds in (0, 3600]")
-    if not re.fullmatch(r"cuda(:\d+)?", args.device):
+    if not args.dry_run and not re.fullmatch(r"cuda(:\d+)?", args.device):
         raise PlannerError(f"--device: '{args.device}' is not a CUDA device; allowed: cuda, cuda:N "
                            "(for the CPU: --dry-run)")
     from .device import run_flow
