@@ -112,6 +112,11 @@ _CPU_MM_FORMATS = [("fp32", "fp32", None), ("bf16", "bf16", None), ("int8", "bf1
 _CPU_STEP_FORMATS = [("bf16", "bf16", None), ("fp32", "fp32", None), ("int8", "bf16", None), ("int4", "bf16", 128)]
 
 
+def _by_size(cases: list) -> list:
+    """Stable sort by tokens in the batch (sum of context lengths)."""
+    return sorted(cases, key=lambda p: sum(p.context_lens))
+
+
 def preset(name: str) -> Preset:
     if name == "cpu":
         return Preset("cpu", "cpu", [
@@ -138,13 +143,15 @@ def preset(name: str) -> Preset:
     if name == "cuda":
         gpu_mm = [("bf16", "bf16", None), ("fp16", "fp16", None), ("int8", "bf16", None),
                   ("int4", "bf16", 32), ("int4", "bf16", 64), ("int4", "bf16", 128)]
+        # attention and decode steps smallest first across dtypes / formats: a phase cut at its time share drops the
+        # largest cases of every kind, never a whole KV dtype or weight format
         return Preset("cuda", "cuda", [
             *_ceilings(1024 * MiB, 8192, ("fp32", "bf16", "fp16")),
             *_matmuls([(4096, 4096), (14336, 4096), (4096, 14336), (28672, 8192)], [1, 4, 16, 64, 256], gpu_mm),
-            *_attention([1, 8, 32, 128], [512, 2048, 8192, 32768], ["bf16", "fp16", "int8", "fp8"], "bf16", "auto",
-                        mixed=[("bf16", [17, 100, 1000, 3001, 8191, 32000])]),
-            *_steps(_LLAMA_4L, [("bf16", "bf16", None), ("int8", "bf16", None), ("int4", "bf16", 128)],
-                    [1, 8, 32, 64], [512, 2048]),
+            *_by_size(_attention([1, 8, 32, 128], [512, 2048, 8192, 32768], ["bf16", "fp16", "int8", "fp8"], "bf16",
+                                 "auto", mixed=[("bf16", [17, 100, 1000, 3001, 8191, 32000])])),
+            *_by_size(_steps(_LLAMA_4L, [("bf16", "bf16", None), ("int8", "bf16", None), ("int4", "bf16", 128)],
+                             [1, 8, 32, 64], [512, 2048])),
         ], reps=20, min_reps=10, warmup=5, budget_s=0.3)
     if name == "tiny":
         return Preset("tiny", "cpu", [
@@ -244,12 +251,14 @@ def _stack_key(p) -> tuple:
 
 
 class _StackCache:
-    """The decode stack of the previous case, reused while config/format/dtype stay the same. ``need``: the most
-    KV blocks any case of each stack asks for (from the whole case list), so each stack is built once per format
-    (on the measuring device, build_decode_stack) instead of again whenever a larger batch x context comes."""
+    """Decode stacks by (config, format, dtype, block size). ``need``: the most KV blocks any case of each stack asks
+    for (from the whole case list), so each stack is built once per format (on the measuring device,
+    build_decode_stack) instead of again whenever a larger batch x context comes. On CUDA every stack is kept (the
+    cuda preset interleaves formats, smallest steps first, so that a budget cut drops the largest steps of every
+    format rather than a whole format); on the CPU only the last one (host memory)."""
 
     def __init__(self, cases=()):
-        self.key, self.stack = None, None
+        self.stacks: dict[tuple, object] = {}
         self.need: dict[tuple, int] = {}
         for p in cases:
             if p.kernel == "decode_step":
@@ -262,15 +271,19 @@ class _StackCache:
 
         key = _stack_key(p)
         num_blocks = max(num_blocks, self.need.get(key, 0))
-        if key != self.key or self.stack.k_caches[0].shape[0] < num_blocks:
-            self.stack = None  # free the old one first
+        stack = self.stacks.get(key)
+        if stack is None or stack.k_caches[0].shape[0] < num_blocks:
+            if device.type != "cuda" or stack is not None:
+                self.stacks.pop(key, None)
+                if device.type != "cuda":
+                    self.stacks.clear()  # free the old one first
             cfg = DecodeStackConfig(p.hidden, p.n_heads, p.n_kv_heads, p.head_dim, p.intermediate, p.n_layers)
             fmt = "dense" if p.weight_format in ("fp32", "bf16", "fp16") else p.weight_format
-            self.stack = build_decode_stack(cfg, fmt, _dtype(p.dtype), device, seed=0, num_blocks=num_blocks,
-                                            block_size=p.block_size, group_size=p.group_size or 128)
-            self.key = key
+            stack = build_decode_stack(cfg, fmt, _dtype(p.dtype), device, seed=0, num_blocks=num_blocks,
+                                       block_size=p.block_size, group_size=p.group_size or 128)
+            self.stacks[key] = stack
             self.builds += 1
-        return self.stack
+        return stack
 
 
 class _LinearCache:

@@ -141,3 +141,17 @@ def test_cli_bad_preset_is_one_line(capsys):
     assert main(["validate", "run", "--preset", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --preset: unknown preset 'nope'") and err.count("\n") == 1
+
+
+def test_cuda_preset_cuts_the_largest_cases_of_every_kind_first():
+    """A phase stopped at its time share keeps the small cases of every KV dtype and weight format: the cuda
+    preset orders attention and decode steps by batch tokens, kinds interleaved (stable sort)."""
+    cases = runner.preset("cuda").cases
+    att = runner.family_cases(cases, "paged_attention")
+    steps = runner.family_cases(cases, "decode_step")
+    assert [p.kv_dtype for p in att[:4]] == ["bf16", "fp16", "int8", "fp8"]
+    assert [p.weight_format for p in steps[:3]] == ["bf16", "int8", "int4"]
+    for fam in (att, steps):
+        sizes = [sum(p.context_lens) for p in fam]
+        assert sizes == sorted(sizes)
+    assert len(runner.family_cases(cases, "ceilings")) == 5  # STREAM copy, triad; GEMM fp32, bf16, fp16
