@@ -1,4 +1,4 @@
-"""`planner validate run|fit|check|spec`: parse, call the harness, print. Nothing is computed here.
+"""`planner validate run|fit|check|spec|device`: parse, call the harness, print. Nothing is computed here.
 
 No torch import at module import time: `planner estimate` must stay fast; the handlers import lazily.
 """
@@ -25,13 +25,18 @@ def _records_dir(args_records, device_id):
 
 
 def cmd_run(args) -> int:
+    import os
+    # pinned CPU threads: OpenMP reads these when torch starts its pool (torch is imported below, not before)
+    os.environ.setdefault("OMP_PROC_BIND", "close")
+    os.environ.setdefault("OMP_PLACES", "cores")
     from .records import read_records
     from .runner import run_sweep
 
     name = args.preset or ("cpu-full" if args.full else ("cuda" if (args.device or "").startswith("cuda") else "cpu"))
     t0 = time.perf_counter()
     path = run_sweep(name, device=args.device, out_dir=args.out, device_id=args.device_id, flush=not args.no_flush,
-                     progress=False if args.quiet else None, limit=args.limit)
+                     progress=False if args.quiet else None, limit=args.limit, family=args.family,
+                     time_budget_s=args.time_budget_s)
     dt = time.perf_counter() - t0
     recs = read_records(path)
     counts = {s: sum(r.status == s for r in recs) for s in ("ok", "oom", "error")}
@@ -47,7 +52,7 @@ def cmd_fit(args) -> int:
     from planner.efficiency import calibration_path
     from planner.hardware import load_hardware
 
-    from .calibrate import calibration_dict, fit, report_text, tolerance_from, write_calibration
+    from .calibrate import calibration_dict, fit, guard, report_text, tolerance_from, write_calibration
     from .records import read_dir
 
     path = _records_dir(args.records, args.device_id)
@@ -57,7 +62,10 @@ def cmd_fit(args) -> int:
     result = fit(records, spec, args.unit)
     print(report_text(result))
     if args.dry_run:
+        for why in result["refusals"]:
+            print(f"note: would refuse to write: {why}", file=sys.stderr)
         return 0
+    guard(result)
     files = sorted({str(p.relative_to(Path.cwd())) if p.is_relative_to(Path.cwd()) else str(p)
                     for p in ([path] if path.is_file() else path.glob("*.jsonl"))})
     tol = tolerance_from(result, margin=args.margin)
@@ -102,6 +110,40 @@ def cmd_spec(args) -> int:
     return 0
 
 
+def positive_float(text: str) -> float:
+    import argparse
+    import math
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not math.isfinite(x) or x <= 0 or x > 86400:
+        raise argparse.ArgumentTypeError(f"{text} must be > 0 and <= 86400 (seconds)")
+    return x
+
+
+def margin_float(text: str) -> float:
+    import argparse
+    x = positive_float(text)
+    if not 1.0 <= x <= 10.0:
+        raise argparse.ArgumentTypeError(f"{text} must be between 1 and 10")
+    return x
+
+
+def cmd_device(args) -> int:
+    from planner.errors import PlannerError
+
+    import re
+    if args.budget_s > 3600:
+        raise PlannerError("--budget-s: at most 3600 s; allowed: a number of seconds in (0, 3600]")
+    if not args.dry_run and not re.fullmatch(r"cuda(:\d+)?", args.device):
+        raise PlannerError(f"--device: '{args.device}' is not a CUDA device; allowed: cuda, cuda:N "
+                           "(for the CPU: --dry-run)")
+    from .device import run_flow
+    return run_flow(args.out, device=args.device, budget_s=args.budget_s, dry_run=args.dry_run,
+                    preset=args.preset, device_id=args.device_id)
+
+
 def register(sub) -> None:
     from planner.cli import positive_int
 
@@ -117,6 +159,10 @@ def register(sub) -> None:
     r.add_argument("--no-flush", action="store_true", help="time hot (do not flush the LLC/L2 between reps)")
     r.add_argument("--limit", type=positive_int, default=None, help="only the first N kernel cases (quick look)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.add_argument("--family", default=None, choices=("ceilings", "quant_matmul", "paged_attention", "decode_step"),
+                   help="only one kernel family of the preset")
+    r.add_argument("--time-budget-s", type=positive_float, default=None,
+                   help="start no case after this many seconds (records so far are kept)")
     r.set_defaults(func=cmd_run)
 
     f = vs.add_parser("fit", help="fit the device's efficiency factors; writes hardware_specs/calibration/<id>.yaml")
@@ -125,7 +171,8 @@ def register(sub) -> None:
     f.add_argument("--spec", default=None, help="hardware spec id or YAML (default: the device id)")
     f.add_argument("--unit", default=None, help="compute unit of the spec (default: its first)")
     f.add_argument("--out", default=None, help="calibration YAML (default hardware_specs/calibration/<id>.yaml)")
-    f.add_argument("--margin", type=float, default=1.5, help="tolerance = measured error x margin (default 1.5)")
+    f.add_argument("--margin", type=margin_float, default=1.5,
+                   help="tolerance = measured error x margin (default 1.5; 1 to 10)")
     f.add_argument("--dry-run", action="store_true", help="print the report, write nothing")
     f.set_defaults(func=cmd_fit)
 
@@ -136,6 +183,17 @@ def register(sub) -> None:
     c.add_argument("--device-id", default=None, help="check only this device")
     c.add_argument("--spec", default=None, help="hardware spec YAML (default hardware_specs/<device-id>.yaml)")
     c.set_defaults(func=cmd_check)
+
+    d = vs.add_parser("device", help="the GPU device flow in one lease: preflight, correctness gate, budgeted "
+                      "phases, guarded fit -> --out (validate/device.py)")
+    d.add_argument("--out", required=True, help="folder for records, calibration, summary.json, flow.log")
+    d.add_argument("--device", default="cuda", help="cuda (default)")
+    d.add_argument("--budget-s", type=positive_float, default=360.0,
+                   help="seconds for the gate and the kernel families together (default 360)")
+    d.add_argument("--dry-run", action="store_true", help="the same steps on the CPU, tiny preset (CI)")
+    d.add_argument("--preset", default=None, help="sweep preset (default cuda; tiny with --dry-run)")
+    d.add_argument("--device-id", default=None, help="records' device id (default: from the fingerprint)")
+    d.set_defaults(func=cmd_device)
 
     s = vs.add_parser("spec", help="measured ceilings -> a hardware spec YAML for this machine")
     s.add_argument("--out", default=None, help="spec YAML to write (default hardware_specs/<device-id>.yaml)")

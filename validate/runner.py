@@ -4,10 +4,13 @@ A sweep first measures the device's ceilings (STREAM copy/triad over arrays far 
 a large square GEMM per dtype), turns them into the local spec (validate/localspec.py) unless the device already
 has a committed spec, then times every case of its preset:
 
-  timing   warm-up calls, then N reps timed with perf_counter (CPU) or CUDA events (GPU, synchronized); the
-           LLC (CPU) or L2 (GPU) is flushed before every rep by default (cold: a decode step's weights and KV are
-           not in cache), median / p10 / p90 / min / std kept; N adapts to the call's length (``_reps``)
-  threads  torch threads = all logical CPUs, recorded with every record
+  timing   warm-up calls, then N reps timed with perf_counter (CPU; repeated until the spread is under
+           timing.MAX_SPREAD_PCT, or recorded) or CUDA events with the host held ahead (GPU; calls under 50 us also
+           as a CUDA-graph replay); the LLC (CPU) or L2 (GPU) is flushed before every rep by default (cold: a decode
+           step's weights and KV are not in cache), median / p10 / p90 / min / std kept; N adapts to the call's
+           length (``_reps``); STREAM arrays are at least 4 x the LLC
+  threads  torch threads = the CPUs this process may use (pinned by OMP_PROC_BIND / OMP_PLACES from the CLI),
+           recorded with every record; every record also names the backend that ran
   failures an out-of-memory configuration is recorded as ``status: oom``, any other exception as ``error`` with
            its message, and the sweep goes on; the run file is rewritten atomically after every record, so an
            interrupted sweep keeps everything it finished
@@ -43,6 +46,7 @@ from .records import (
     StreamParams,
     Work,
     device_id_from_fingerprint,
+    new_run_id,
 )
 
 MiB = 2**20
@@ -108,6 +112,11 @@ _CPU_MM_FORMATS = [("fp32", "fp32", None), ("bf16", "bf16", None), ("int8", "bf1
 _CPU_STEP_FORMATS = [("bf16", "bf16", None), ("fp32", "fp32", None), ("int8", "bf16", None), ("int4", "bf16", 128)]
 
 
+def _by_size(cases: list) -> list:
+    """Stable sort by tokens in the batch (sum of context lengths)."""
+    return sorted(cases, key=lambda p: sum(p.context_lens))
+
+
 def preset(name: str) -> Preset:
     if name == "cpu":
         return Preset("cpu", "cpu", [
@@ -134,13 +143,15 @@ def preset(name: str) -> Preset:
     if name == "cuda":
         gpu_mm = [("bf16", "bf16", None), ("fp16", "fp16", None), ("int8", "bf16", None),
                   ("int4", "bf16", 32), ("int4", "bf16", 64), ("int4", "bf16", 128)]
+        # attention and decode steps smallest first across dtypes / formats: a phase cut at its time share drops the
+        # largest cases of every kind, never a whole KV dtype or weight format
         return Preset("cuda", "cuda", [
             *_ceilings(1024 * MiB, 8192, ("fp32", "bf16", "fp16")),
             *_matmuls([(4096, 4096), (14336, 4096), (4096, 14336), (28672, 8192)], [1, 4, 16, 64, 256], gpu_mm),
-            *_attention([1, 8, 32, 128], [512, 2048, 8192, 32768], ["bf16", "fp16", "int8", "fp8"], "bf16", "auto",
-                        mixed=[("bf16", [17, 100, 1000, 3001, 8191, 32000])]),
-            *_steps(_LLAMA_4L, [("bf16", "bf16", None), ("int8", "bf16", None), ("int4", "bf16", 128)],
-                    [1, 8, 32, 64], [512, 2048]),
+            *_by_size(_attention([1, 8, 32, 128], [512, 2048, 8192, 32768], ["bf16", "fp16", "int8", "fp8"], "bf16",
+                                 "auto", mixed=[("bf16", [17, 100, 1000, 3001, 8191, 32000])])),
+            *_by_size(_steps(_LLAMA_4L, [("bf16", "bf16", None), ("int8", "bf16", None), ("int4", "bf16", 128)],
+                             [1, 8, 32, 64], [512, 2048])),
         ], reps=20, min_reps=10, warmup=5, budget_s=0.3)
     if name == "tiny":
         return Preset("tiny", "cpu", [
@@ -154,6 +165,16 @@ def preset(name: str) -> Preset:
 
 
 PRESETS = ("cpu", "cpu-full", "cuda", "tiny")
+# kernel families: the device flow (validate/device.py) gives each its share of the budget
+FAMILIES = {"ceilings": ("stream", "gemm_peak"), "quant_matmul": ("quant_matmul",),
+            "paged_attention": ("paged_attention",), "decode_step": ("decode_step",)}
+
+
+def family_cases(cases: list, family: str) -> list:
+    """The cases of one kernel family (FAMILIES), in preset order."""
+    if family not in FAMILIES:
+        raise PlannerError(f"--family: unknown family '{family}'; allowed: {', '.join(FAMILIES)}")
+    return [c for c in cases if c.kernel in FAMILIES[family]]
 
 
 # ---------------------------------------------------------------- progress bar
@@ -224,25 +245,45 @@ def flush_bytes_for(device) -> int:
     return 2 * (llc_bytes() or 32 * MiB)
 
 
-class _StackCache:
-    """The decode stack of the previous case, reused while config/format/dtype stay the same."""
+def _stack_key(p) -> tuple:
+    return (p.config, p.hidden, p.n_heads, p.n_kv_heads, p.head_dim, p.intermediate, p.n_layers,
+            p.weight_format, p.dtype, p.group_size, p.block_size)
 
-    def __init__(self):
-        self.key, self.stack = None, None
+
+class _StackCache:
+    """Decode stacks by (config, format, dtype, block size). ``need``: the most KV blocks any case of each stack asks
+    for (from the whole case list), so each stack is built once per format (on the measuring device,
+    build_decode_stack) instead of again whenever a larger batch x context comes. On CUDA every stack is kept (the
+    cuda preset interleaves formats, smallest steps first, so that a budget cut drops the largest steps of every
+    format rather than a whole format); on the CPU only the last one (host memory)."""
+
+    def __init__(self, cases=()):
+        self.stacks: dict[tuple, object] = {}
+        self.need: dict[tuple, int] = {}
+        for p in cases:
+            if p.kernel == "decode_step":
+                n = sum(math.ceil(c / p.block_size) for c in p.context_lens)
+                self.need[_stack_key(p)] = max(self.need.get(_stack_key(p), 0), n)
+        self.builds = 0
 
     def get(self, p, device, num_blocks):
         from .kernels.decode_step import DecodeStackConfig, build_decode_stack
 
-        key = (p.config, p.hidden, p.n_heads, p.n_kv_heads, p.head_dim, p.intermediate, p.n_layers,
-               p.weight_format, p.dtype, p.group_size, p.block_size)
-        if key != self.key or self.stack.k_caches[0].shape[0] < num_blocks:
-            self.stack = None  # free the old one first
+        key = _stack_key(p)
+        num_blocks = max(num_blocks, self.need.get(key, 0))
+        stack = self.stacks.get(key)
+        if stack is None or stack.k_caches[0].shape[0] < num_blocks:
+            if device.type != "cuda" or stack is not None:
+                self.stacks.pop(key, None)
+                if device.type != "cuda":
+                    self.stacks.clear()  # free the old one first
             cfg = DecodeStackConfig(p.hidden, p.n_heads, p.n_kv_heads, p.head_dim, p.intermediate, p.n_layers)
             fmt = "dense" if p.weight_format in ("fp32", "bf16", "fp16") else p.weight_format
-            self.stack = build_decode_stack(cfg, fmt, _dtype(p.dtype), device, seed=0, num_blocks=num_blocks,
-                                            block_size=p.block_size, group_size=p.group_size or 128)
-            self.key = key
-        return self.stack
+            stack = build_decode_stack(cfg, fmt, _dtype(p.dtype), device, seed=0, num_blocks=num_blocks,
+                                       block_size=p.block_size, group_size=p.group_size or 128)
+            self.stacks[key] = stack
+            self.builds += 1
+        return stack
 
 
 class _LinearCache:
@@ -278,8 +319,8 @@ def _block_table(context_lens, block_size, device, seed):
     return table.to(device), total
 
 
-def _prepare(p, device, stacks: _StackCache, linears: _LinearCache) -> tuple[Callable[[], object], Work]:
-    """The call to time and its exact work."""
+def _prepare(p, device, stacks: _StackCache, linears: _LinearCache) -> tuple[Callable[[], object], Work, str]:
+    """The call to time, its exact work and the backend that runs it (recorded: what ran, not what was asked)."""
     import torch
 
     if p.kernel == "stream":
@@ -287,16 +328,16 @@ def _prepare(p, device, stacks: _StackCache, linears: _LinearCache) -> tuple[Cal
         a = torch.ones(n, dtype=torch.float32, device=device)
         b = torch.empty_like(a)
         if p.op == "copy":
-            return (lambda: b.copy_(a)), Work(flops=0, other_bytes=2 * n * 4)
+            return (lambda: b.copy_(a)), Work(flops=0, other_bytes=2 * n * 4), "torch.copy_"
         c = torch.full_like(a, 2.0)
-        return (lambda: torch.add(b, c, alpha=3.0, out=a)), Work(flops=2 * n, other_bytes=3 * n * 4)
+        return (lambda: torch.add(b, c, alpha=3.0, out=a)), Work(flops=2 * n, other_bytes=3 * n * 4), "torch.add"
     if p.kernel == "gemm_peak":
         gen = torch.Generator(device=device).manual_seed(p.n)
         x = torch.randn(p.n, p.n, generator=gen, device=device).to(_dtype(p.dtype))
         y = torch.randn(p.n, p.n, generator=gen, device=device).to(_dtype(p.dtype))
         el = _dtype(p.dtype).itemsize
         return (lambda: torch.mm(x, y)), Work(flops=2 * p.n ** 3, act_in_bytes=2 * p.n * p.n * el,
-                                              act_out_bytes=p.n * p.n * el)
+                                              act_out_bytes=p.n * p.n * el), "torch.mm"
     if p.kernel == "quant_matmul":
         from .kernels.quant_matmul import matmul_flops
         lin = linears.get(p, device)
@@ -306,9 +347,10 @@ def _prepare(p, device, stacks: _StackCache, linears: _LinearCache) -> tuple[Cal
         bm = lin.bytes_moved(p.m)
         return (lambda: lin(x)), Work(flops=matmul_flops(p.m, p.n, p.k), weight_bytes=bm.weight_bytes,
                                       scale_bytes=bm.scale_bytes, zero_bytes=bm.zero_bytes,
-                                      act_in_bytes=bm.act_in_bytes, act_out_bytes=bm.out_bytes)
+                                      act_in_bytes=bm.act_in_bytes, act_out_bytes=bm.out_bytes), lin.kernel_name
     if p.kernel == "paged_attention":
-        from .kernels.paged_attention import paged_attention_cost, paged_decode_attention, quantize_kv_cache
+        from .kernels.paged_attention import (backend_label, paged_attention_cost, paged_decode_attention,
+                                              quantize_kv_cache)
         table, nblocks = _block_table(p.context_lens, p.block_size, device, seed=sum(p.context_lens))
         shape = (nblocks, p.block_size, p.num_kv_heads, p.head_dim)
         gen = torch.Generator(device=device).manual_seed(nblocks)
@@ -327,7 +369,8 @@ def _prepare(p, device, stacks: _StackCache, linears: _LinearCache) -> tuple[Cal
         def call():
             return paged_decode_attention(q, k, v, table, ctx, k_scale=ks, v_scale=vs, backend=p.backend)
         return call, Work(flops=cost.flops, kv_bytes=cost.kv_bytes, scale_bytes=cost.scale_bytes,
-                          other_bytes=cost.block_table_bytes, act_in_bytes=cost.q_bytes, act_out_bytes=cost.out_bytes)
+                          other_bytes=cost.block_table_bytes, act_in_bytes=cost.q_bytes, act_out_bytes=cost.out_bytes), \
+            backend_label(q, k, table, p.backend)
     if p.kernel == "decode_step":
         table, nblocks = _block_table(p.context_lens, p.block_size, device, seed=sum(p.context_lens))
         stack = stacks.get(p, device, nblocks)
@@ -349,8 +392,14 @@ def _prepare(p, device, stacks: _StackCache, linears: _LinearCache) -> tuple[Cal
         return (lambda: stack.step(x, table, ctx)), Work(
             flops=flops, weight_bytes=w, scale_bytes=s, zero_bytes=z, kv_bytes=kv,
             act_in_bytes=p.batch * p.hidden * el, act_out_bytes=p.batch * p.hidden * el,
-            other_bytes=int(table.numel()) * 4)
+            other_bytes=int(table.numel()) * 4), _stack_backend(stack, x, table)
     raise PlannerError(f"unknown kernel {p.kernel}")
+
+
+def _stack_backend(stack, x, table) -> str:
+    """'attention <backend>; linear <kernel>' of a decode stack (its attention runs backend 'auto')."""
+    from .kernels.paged_attention import backend_label
+    return f"attention {backend_label(x, stack.k_caches[0], table)}; linear {stack.layers[0].wqkv.kernel_name}"
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -389,56 +438,85 @@ def _spec_for(device_id: str, ceiling_records: list[Record]):
         return None
 
 
+def _stream_sized(cases: list, device, preset_name: str) -> list:
+    """STREAM arrays at least 4 x the host LLC on CPU (the tiny test preset excepted): a smaller array is
+    measured partly from cache, and the 'memory' bandwidth would be too high."""
+    from .timing import llc_bytes
+    llc = llc_bytes() if device.type == "cpu" and preset_name != "tiny" else None
+    if not llc:
+        return cases
+    need = -(-4 * llc // MiB) * MiB
+    return [StreamParams(op=c.op, array_bytes=need) if c.kernel == "stream" and c.array_bytes < need else c
+            for c in cases]
+
+
 def run_sweep(preset_name: str = "cpu", device: str | None = None, out_dir: str | Path | None = None,
               device_id: str | None = None, flush: bool = True, progress: bool | None = None,
-              limit: int | None = None, cases: list | None = None) -> Path:
+              limit: int | None = None, cases: list | None = None, family: str | None = None,
+              time_budget_s: float | None = None) -> Path:
     """Run a preset (or explicit ``cases``) and return the path of the run's JSONL file.
 
     ``out_dir``: records go to ``<out_dir>/<device-id>/<run-id>.jsonl`` (default validate/records/).
     ``limit``: run only the first N cases (after the ceilings) -- for quick checks.
+    ``family``: only one kernel family of the preset (FAMILIES).
+    ``time_budget_s``: start no case after this many seconds (the records so far are kept; the rest is listed
+    as skipped on stderr) -- the device flow gives each family its share this way.
     ``progress``: draw the bar on stderr (default: when stderr is a terminal).
+    CPU: torch threads = the CPUs this process may run on (``sched_getaffinity``), recorded in every record;
+    ``planner validate run`` also sets OMP_PROC_BIND=close / OMP_PLACES=cores before torch starts (pinned threads).
     """
     import torch
 
     from .predict import predict
-    from .timing import device_fingerprint
+    from .timing import MAX_SPREAD_PCT, device_fingerprint
 
+    t_start = time.perf_counter()
     pr = preset(preset_name)
     dev = torch.device(device or pr.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise PlannerError("--device: cuda requested but torch sees no CUDA device")
     if dev.type == "cpu":
-        torch.set_num_threads(os.cpu_count() or 1)
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        torch.set_num_threads(cpus)
     todo = list(cases) if cases is not None else list(pr.cases)
+    if family is not None:
+        todo = family_cases(todo, family)
     if limit is not None:
         ceil = [c for c in todo if c.kernel in ("stream", "gemm_peak")]
         rest = [c for c in todo if c.kernel not in ("stream", "gemm_peak")]
         todo = ceil + rest[:limit]
+    todo = _stream_sized(todo, dev, pr.name)
     fp = device_fingerprint(dev)
     fp["preset"] = pr.name
+    fp["omp_proc_bind"] = os.environ.get("OMP_PROC_BIND")
     dev_id = device_id or device_id_from_fingerprint(fp)
-    run_id = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{pr.name}"
+    run_id = new_run_id(pr.name + (f"-{family}" if family else ""))
     path = Path(out_dir or RECORDS_DIR) / dev_id / f"{run_id}.jsonl"
     writer = RecordWriter(path)
     sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
     flush_b = flush_bytes_for(dev) if flush else None
     bar = Progress(len(todo), sys.stderr.isatty() if progress is None else progress)
-    stacks, linears = _StackCache(), _LinearCache()
+    stacks, linears = _StackCache(todo), _LinearCache()
     spec = None
     from .timing import time_fn
     try:
         for i, p in enumerate(todo):
+            if time_budget_s is not None and time.perf_counter() - t_start > time_budget_s:
+                print(f"budget: {time_budget_s:g} s spent; {len(todo) - i} of {len(todo)} cases not started",
+                      file=sys.stderr)
+                break
             bar.update(i, _label(p))
             if spec is None and p.kernel not in ("stream", "gemm_peak"):
                 spec = _spec_for(dev_id, writer.records)
             base = dict(run_id=run_id, created=_now(), device_id=dev_id, fingerprint=fp, params=p)
             try:
-                fn, work = _prepare(p, dev, stacks, linears)
+                fn, work, backend = _prepare(p, dev, stacks, linears)
                 reps = _reps(fn, pr, dev, sync)
-                st = time_fn(fn, warmup=max(pr.warmup - 1, 0), reps=reps, device=dev, flush_bytes=flush_b)
+                st = time_fn(fn, warmup=max(pr.warmup - 1, 0), reps=reps, device=dev, flush_bytes=flush_b,
+                             max_spread_pct=MAX_SPREAD_PCT if dev.type == "cpu" else None)
                 measured = Measured(**st, warmup=pr.warmup, threads=torch.get_num_threads())
                 sec = measured.median_ms * 1e-3
-                rec = Record(**base, status="ok", work=work, measured=measured,
+                rec = Record(**base, status="ok", backend=backend, work=work, measured=measured,
                              achieved_gbs=work.total_bytes / sec / 1e9, achieved_tflops=work.flops / sec / 1e12)
                 if spec is not None:
                     pred = predict([rec], spec, "auto")[0]
@@ -453,10 +531,12 @@ def run_sweep(preset_name: str = "cpu", device: str | None = None, out_dir: str 
                 if dev.type == "cuda":
                     torch.cuda.empty_cache()
             writer.append(rec)
-        bar.update(len(todo), "done")
+        bar.update(len(writer.records), "done")
     except KeyboardInterrupt:
         bar.close()
         print(f"interrupted: {len(writer.records)} records kept in {path}", file=sys.stderr)
         raise
     bar.close()
+    if stacks.builds:
+        print(f"decode stacks built: {stacks.builds} (one per format)", file=sys.stderr)
     return path

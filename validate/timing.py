@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 
-class TimingStats(TypedDict):
+class _TimingBase(TypedDict):
     """Summary of ``reps`` timed calls (milliseconds). ``flushed``: the LLC was flushed before each
     rep (a "cold" measurement); otherwise operands may stay cached from the previous rep ("hot")."""
 
@@ -40,6 +40,16 @@ class TimingStats(TypedDict):
     reps: int
     flushed: bool
     flush_bytes: int
+
+
+class TimingStats(_TimingBase, total=False):
+    """Also: ``method`` (perf_counter / cuda-events[+host-ahead]), ``spread_pct`` ((p90 - p10) / median, %),
+    ``rounds`` (rep blocks run to get the spread under the bound) and ``graph_ms`` (CUDA-graph replay per call)."""
+
+    method: str
+    spread_pct: float
+    rounds: int
+    graph_ms: float
 
 
 def _sync(device: torch.device) -> None:
@@ -57,6 +67,88 @@ def _quantile(sorted_ms: list[float], q: float) -> float:
     return sorted_ms[lo] + (sorted_ms[hi] - sorted_ms[lo]) * (pos - lo)
 
 
+GRAPH_BELOW_MS = 0.05  # CUDA calls faster than 50 us are also timed as a CUDA-graph replay
+GRAPH_INNER = 20       # calls captured per graph (the replay's time / GRAPH_INNER is one call)
+MAX_SPREAD_PCT = 10.0  # CPU: repeat the reps until (p90 - p10) / median is under this, ...
+MAX_ROUNDS = 3         # ... at most this many rounds; the spread is recorded either way
+
+
+def _host_ahead(device: torch.device, seconds: float) -> bool:
+    """Enqueue a GPU busy-wait of about ``seconds`` (``torch.cuda._sleep``, in SM clock cycles) so the host runs
+    ahead of the GPU: the kernels timed after it are all enqueued before the GPU reaches the start event, and
+    host launch time does not leak into the events. False where the op is missing (then plain events)."""
+    sleep = getattr(torch.cuda, "_sleep", None)
+    if sleep is None:
+        return False
+    props = torch.cuda.get_device_properties(device)
+    hz = float(getattr(props, "clock_rate", 0) or 0) * 1e3 or 2.0e9  # clock_rate is in kHz where present
+    sleep(int(min(seconds, 0.01) * hz))  # at most ~10 ms a rep: bounded even where the clock reads low
+    return True
+
+
+def _summary(times_ms: list[float]) -> dict:
+    ordered = sorted(times_ms)
+    med = statistics.median(ordered)
+    return dict(median_ms=med, p10_ms=_quantile(ordered, 0.10), p90_ms=_quantile(ordered, 0.90), min_ms=ordered[0],
+                mean_ms=statistics.fmean(ordered), std_ms=statistics.stdev(ordered) if len(ordered) > 1 else 0.0)
+
+
+def spread_pct(stats) -> float:
+    """(p90 - p10) / median in %: the noise of one measurement."""
+    return 100.0 * (stats["p90_ms"] - stats["p10_ms"]) / stats["median_ms"]
+
+
+def _cuda_times(fn, reps, device, flush_buf) -> tuple[list[float], str]:
+    t0 = time.perf_counter()
+    fn()  # host time of one enqueue (no sync): how far ahead the host must be
+    host_s = time.perf_counter() - t0
+    torch.cuda.synchronize(device)
+    method = "cuda-events"
+    events = []
+    for _ in range(reps):
+        if flush_buf is not None:
+            flush_buf.zero_()
+        if _host_ahead(device, 2.0 * host_s + 20e-6):
+            method = "cuda-events+host-ahead"
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        events.append((start, end))
+    torch.cuda.synchronize(device)
+    return [s.elapsed_time(e) for s, e in events], method
+
+
+def cuda_graph_ms(fn, reps: int, device, inner: int = GRAPH_INNER) -> float | None:
+    """Median per-call time of ``inner`` calls captured in one CUDA graph and replayed ``reps`` times (no host
+    launch cost; operands hot in L2). None when the call cannot be captured (a host sync inside, say)."""
+    try:
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                fn()
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(inner):
+                fn()
+        graph.replay()
+        torch.cuda.synchronize(device)
+        times = []
+        for _ in range(reps):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            times.append((start, end))
+        torch.cuda.synchronize(device)
+        return statistics.median(s.elapsed_time(e) for s, e in times) / inner
+    except Exception:  # noqa: BLE001 - capture is best effort; the eager time stands alone then
+        torch.cuda.synchronize(device)
+        return None
+
+
 def time_fn(
     fn: Callable[[], Any],
     *,
@@ -64,12 +156,19 @@ def time_fn(
     reps: int,
     device: torch.device | str,
     flush_bytes: int | None = None,
+    max_spread_pct: float | None = None,
+    max_rounds: int = MAX_ROUNDS,
+    graph: bool = True,
 ) -> TimingStats:
     """Time ``fn()`` ``reps`` times after ``warmup`` untimed calls.
 
     With ``flush_bytes`` (choose > the last-level cache, e.g. ``2 * llc_bytes()``), a buffer of that
     size is overwritten before every rep, outside the timed region, so each rep starts with cold
-    caches. On CUDA the flush is a ``zero_`` kernel enqueued before the start event.
+    caches. On CUDA the flush is a ``zero_`` kernel enqueued before the start event, then a GPU busy-wait
+    (``_host_ahead``) keeps the host ahead so launch time stays out of the events; calls under GRAPH_BELOW_MS
+    are also timed as a CUDA-graph replay (``graph_ms``). On CPU, with ``max_spread_pct``, the reps are repeated
+    (up to ``max_rounds`` rounds, all reps kept) until (p90 - p10) / median is under that bound; ``spread_pct``
+    and ``rounds`` say how it ended, so noisy records can be told from model error.
     """
     device = torch.device(device)
     if reps < 1:
@@ -82,39 +181,31 @@ def time_fn(
     for _ in range(warmup):
         fn()
     _sync(device)
-    times_ms: list[float] = []
+    graph_ms = None
+    rounds = 1
     if device.type == "cuda":
-        events = []
-        for _ in range(reps):
-            if flush_buf is not None:
-                flush_buf.zero_()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            events.append((start, end))
-        torch.cuda.synchronize(device)
-        times_ms = [s.elapsed_time(e) for s, e in events]
+        times_ms, method = _cuda_times(fn, reps, device, flush_buf)
+        if graph and statistics.median(times_ms) < GRAPH_BELOW_MS:
+            graph_ms = cuda_graph_ms(fn, reps, device)
     else:
-        for _ in range(reps):
-            if flush_buf is not None:
-                flush_buf.fill_(1.0)
-            t0 = time.perf_counter()
-            fn()
-            _sync(device)
-            times_ms.append((time.perf_counter() - t0) * 1e3)
-    ordered = sorted(times_ms)
-    return TimingStats(
-        median_ms=statistics.median(ordered),
-        p10_ms=_quantile(ordered, 0.10),
-        p90_ms=_quantile(ordered, 0.90),
-        min_ms=ordered[0],
-        mean_ms=statistics.fmean(ordered),
-        std_ms=statistics.stdev(ordered) if len(ordered) > 1 else 0.0,
-        reps=reps,
-        flushed=flush_buf is not None,
-        flush_bytes=int(flush_bytes or 0),
-    )
+        method = "perf_counter"
+        times_ms = []
+        while True:
+            for _ in range(reps):
+                if flush_buf is not None:
+                    flush_buf.fill_(1.0)
+                t0 = time.perf_counter()
+                fn()
+                times_ms.append((time.perf_counter() - t0) * 1e3)
+            if max_spread_pct is None or rounds >= max_rounds or spread_pct(_summary(times_ms)) <= max_spread_pct:
+                break
+            rounds += 1
+    st = _summary(times_ms)
+    out = TimingStats(**st, reps=len(times_ms), flushed=flush_buf is not None, flush_bytes=int(flush_bytes or 0))
+    out.update(method=method, spread_pct=round(spread_pct(st), 2), rounds=rounds)
+    if graph_ms is not None:
+        out["graph_ms"] = graph_ms
+    return out
 
 
 # --------------------------------------------------------------------------------------------

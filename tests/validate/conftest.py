@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Callable, Literal
 
-import pytest
 import torch
 
-from validate.kernels.paged_attention import quantize_kv_cache
+# Without a GPU the Triton kernels run in the Triton interpreter (CPU tensors): the variable must be set before
+# any module decorates a kernel with @triton.jit (tests/validate/test_triton_interpreter.py runs them).
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+
+from validate.kernels.paged_attention import quantize_kv_cache  # noqa: E402
 
 INT8_POISON = -128  # never produced by quantize_kv_cache (it clamps to [-127, 127])
 

@@ -76,3 +76,40 @@ def test_prediction_table_scores_what_the_check_scores():
         assert len(g) == res[dev].n
         assert float(np.median(g["error_pct"].abs())) == pytest.approx(res[dev].median_pct, rel=1e-9)
         assert set(g["split"]) == {"fit", "held-out"}
+
+
+# Issue 12: the check must fail for the smaller errors a bad calibration really makes. bandwidth x 0.8 makes every
+# memory-bound prediction 1 / 0.8 = 1.25x slower (the bound:memory group's bias goes from ~0 to ~+16 %, its
+# tolerance is 7 %); kernel overhead x 3 adds 2 x 129 us to each of the ~20 operator calls of a decode step and
+# to every small kernel (bound:overhead bias ~+87 %); dropping the KV conversion cost makes fp8-cache attention
+# ~4.5x faster than measured (kernel:paged_attention:fp8 median ~74 %, tolerance 20 %).
+def _edited_copy(tmp_path, device, edit):
+    data = yaml.safe_load((CALIBRATION_DIR / f"{device}.yaml").read_text())
+    for unit in data["units"].values():
+        edit(unit)
+    out = tmp_path / f"{device}.yaml"
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    return out
+
+
+@pytest.mark.parametrize("what,edit", [
+    ("bandwidth x 0.8", lambda u: u.update(bandwidth_fraction=u["bandwidth_fraction"] * 0.8)),
+    ("kernel overhead x 3", lambda u: u.update(kernel_overhead_us=u["kernel_overhead_us"] * 3)),
+    ("KV conversion cost dropped", lambda u: u.pop("kv_dequant_overhead")),
+])
+def test_check_fails_for_realistic_calibration_errors(tmp_path, what, edit):
+    device = "cpu-amd-epyc-2c"
+    _edited_copy(tmp_path, device, edit)
+    (res,) = run_check(calibration_dir=tmp_path, device_id=device)
+    assert not res.ok, f"{what}: {res.line()}"
+    assert res.group_failures, what  # the per-group tolerances catch it (the overall one alone may not)
+
+
+def test_infinite_tolerance_is_an_error_not_a_pass(tmp_path, capsys):
+    # issue 15: `p90_pct: .inf` made the check a gate that could not fail
+    data = yaml.safe_load((CALIBRATION_DIR / "cpu-amd-epyc-2c.yaml").read_text())
+    data["tolerance"]["p90_pct"] = float("inf")
+    (tmp_path / "cpu-amd-epyc-2c.yaml").write_text(yaml.safe_dump(data))
+    assert main(["validate", "check", "--calibration-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: calibration") and "tolerance.p90_pct" in err and len(err.splitlines()) == 1

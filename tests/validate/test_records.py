@@ -117,7 +117,13 @@ def test_missing_records_folder_is_an_error(tmp_path):
      "cpu-amd-epyc-9654-192c"),
     ({"device_type": "cpu", "cpu_model": "Intel(R) Xeon(R) Platinum 8480+", "cpu_count": 8},
      "cpu-intel-xeon-platinum-8480-8c"),
-    ({"device_type": "cuda", "gpu_name": "NVIDIA H200", "cpu_model": "x"}, "gpu-nvidia-h200"),
+    # a catalog GPU maps to its catalog id (issue 12: a calibration measured as gpu-nvidia-h200 never applied to
+    # h200-sxm); the lent H200 reported 143771 MiB = 140.4 GiB
+    ({"device_type": "cuda", "gpu_name": "NVIDIA H200", "gpu_memory_gib": 140.4, "cpu_model": "x"}, "h200-sxm"),
+    ({"device_type": "cuda", "gpu_name": "NVIDIA H200", "cpu_model": "x"}, "h200-sxm"),
+    # same name, memory outside the catalog card's range: another card, not silently the catalog one
+    ({"device_type": "cuda", "gpu_name": "NVIDIA H200", "gpu_memory_gib": 40.0, "cpu_model": "x"}, "gpu-nvidia-h200"),
+    ({"device_type": "cuda", "gpu_name": "NVIDIA Foo 9000", "cpu_model": "x"}, "gpu-nvidia-foo-9000"),
 ])
 def test_device_id_from_fingerprint(fp, expected):
     assert device_id_from_fingerprint(fp) == expected

@@ -4,8 +4,6 @@ GPU sweep script's logic, on the `tiny` preset (seconds on 2 cores; timings are 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -35,7 +33,7 @@ def test_tiny_sweep_records_every_case(tiny_run):
     assert all(r.status == "ok" for r in recs), [r.message for r in recs if r.status != "ok"]
     assert path.parent.name == recs[0].device_id and path.suffix == ".jsonl"
     for r in recs:
-        assert r.measured.threads == torch.get_num_threads() == (os.cpu_count() or 1)
+        assert r.measured.threads == torch.get_num_threads() == len(os.sched_getaffinity(0))
         assert r.measured.flushed and r.measured.flush_bytes > 0
         assert r.measured.p10_ms <= r.measured.median_ms <= r.measured.p90_ms
         # achieved rates are exactly work / median time
@@ -65,8 +63,7 @@ def test_spec_from_measured_ceilings(tiny_run):
     _, recs = tiny_run
     spec = parse_hardware(spec_from_records(recs), "test")
     triad = next(r for r in recs if r.kernel == "stream" and r.params.op == "triad")
-    # localspec writes the bandwidth rounded to 0.01 GB/s; on a loaded 2-core machine the tiny triad measures ~1 GB/s,
-    # where that rounding is up to 0.5%, so the tolerance is the rounding itself
+    # the spec rounds to 0.01 GB/s (a loaded 2-core CI box measures the tiny 8 MiB triad at ~1.6 GB/s)
     assert spec.memory.bandwidth_gbs == pytest.approx(triad.achieved_gbs, abs=0.005)
     assert "STREAM triad" in spec.memory.source
     assert set(spec.units[0].peak_tflops) == {"fp32", "bf16"} and spec.kind == "cpu"
@@ -146,15 +143,15 @@ def test_cli_bad_preset_is_one_line(capsys):
     assert err.startswith("error: --preset: unknown preset 'nope'") and err.count("\n") == 1
 
 
-@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="needs bash, timeout")
-def test_gpu_sweep_script_logic_on_cpu(tmp_path):
-    """validate/gpu_sweep.sh with the device and preset overridden (cpu / tiny): run -> spec -> fit into $OUT.
-    This checks the script's plumbing only; it never ran on a GPU here."""
-    env = dict(os.environ, OUT=str(tmp_path), GPU_SWEEP_DEVICE="cpu", GPU_SWEEP_PRESET="tiny", PYTHON=sys.executable)
-    res = subprocess.run(["bash", str(REPO / "validate" / "gpu_sweep.sh")], env=env, capture_output=True, text=True,
-                         timeout=120)
-    assert res.returncode == 0, res.stderr[-2000:]
-    (run,) = (tmp_path / "records").glob("*/*.jsonl")
-    dev = run.parent.name
-    assert (tmp_path / "hardware_specs" / f"{dev}.yaml").exists()
-    assert (tmp_path / "hardware_specs" / "calibration" / f"{dev}.yaml").exists()
+def test_cuda_preset_cuts_the_largest_cases_of_every_kind_first():
+    """A phase stopped at its time share keeps the small cases of every KV dtype and weight format: the cuda
+    preset orders attention and decode steps by batch tokens, kinds interleaved (stable sort)."""
+    cases = runner.preset("cuda").cases
+    att = runner.family_cases(cases, "paged_attention")
+    steps = runner.family_cases(cases, "decode_step")
+    assert [p.kv_dtype for p in att[:4]] == ["bf16", "fp16", "int8", "fp8"]
+    assert [p.weight_format for p in steps[:3]] == ["bf16", "int8", "int4"]
+    for fam in (att, steps):
+        sizes = [sum(p.context_lens) for p in fam]
+        assert sizes == sorted(sizes)
+    assert len(runner.family_cases(cases, "ceilings")) == 5  # STREAM copy, triad; GEMM fp32, bf16, fp16

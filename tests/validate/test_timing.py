@@ -56,3 +56,19 @@ def test_public_surface():
     for module in (timing, tolerances):
         for name in module.__all__:
             assert hasattr(module, name)
+
+
+def test_noisy_calls_are_repeated_and_their_spread_recorded():
+    """Calls alternating 1 ms and 6 ms sleeps: (p90 - p10) / median stays far above the 10 % bound, so time_fn runs
+    all MAX_ROUNDS rounds of reps (every rep kept) and records the spread instead of hiding it."""
+    flip = [0]
+
+    def noisy():
+        flip[0] ^= 1
+        time.sleep(0.001 if flip[0] else 0.006)
+
+    st = time_fn(noisy, warmup=0, reps=4, device="cpu", max_spread_pct=timing.MAX_SPREAD_PCT)
+    assert st["rounds"] == timing.MAX_ROUNDS and st["reps"] == 4 * timing.MAX_ROUNDS
+    assert st["spread_pct"] > timing.MAX_SPREAD_PCT and st["method"] == "perf_counter"
+    once = time_fn(noisy, warmup=0, reps=4, device="cpu")  # no bound asked: one round
+    assert once["rounds"] == 1 and once["reps"] == 4

@@ -292,7 +292,10 @@ if HAS_TRITON:
         out_ptr,
         ks_ptr,
         vs_ptr,
+        m_ptr,
+        l_ptr,
         sm_scale,
+        blocks_per_split,
         stride_qb,
         stride_qh,
         stride_kb,
@@ -304,6 +307,7 @@ if HAS_TRITON:
         stride_btb,
         stride_ob,
         stride_oh,
+        stride_os,
         stride_sb,
         GROUP: tl.constexpr,
         GROUP_PAD: tl.constexpr,
@@ -311,10 +315,14 @@ if HAS_TRITON:
         HEAD_DIM_PAD: tl.constexpr,
         BLOCK_SIZE: tl.constexpr,
         SCALE_MODE: tl.constexpr,  # 0: float cache, 1: per-tensor scale, 2: per-(block, kv head)
+        SPLIT: tl.constexpr,  # False: write the normalized output; True: write (m, l, acc) partials
     ):
-        """One program = one (sequence, kv head); it serves the GROUP query heads of that kv head."""
+        """One program = one (sequence, kv head, split); it serves the GROUP query heads of that
+        kv head over blocks [split * blocks_per_split, (split + 1) * blocks_per_split) of the
+        sequence (the whole sequence when not split)."""
         seq = tl.program_id(0).to(tl.int64)
         kv_head = tl.program_id(1).to(tl.int64)
+        split = tl.program_id(2).to(tl.int64)
         ctx = tl.load(cl_ptr + seq).to(tl.int32)
 
         g = tl.arange(0, GROUP_PAD)
@@ -333,7 +341,9 @@ if HAS_TRITON:
         acc = tl.zeros([GROUP_PAD, HEAD_DIM_PAD], dtype=tl.float32)
 
         num_blocks = tl.cdiv(ctx, BLOCK_SIZE)
-        for i in range(0, num_blocks):
+        first = (split * blocks_per_split).to(tl.int32)
+        last = tl.minimum(first + blocks_per_split, num_blocks)  # a split past the end runs no block
+        for i in range(first, last):
             block = tl.load(bt_ptr + seq * stride_btb + i).to(tl.int64)
             pos = i * BLOCK_SIZE + t
             t_mask = pos < ctx  # only the last block can be partial
@@ -358,16 +368,56 @@ if HAS_TRITON:
             # Scores without tl.dot so any power-of-2 block size (1..) and group size works.
             s = tl.sum(q[:, None, :] * k[None, :, :], axis=2)  # [GROUP_PAD, BLOCK_SIZE]
             s = tl.where(t_mask[None, :], s, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, axis=1))  # finite: block 0 holds token 0
+            m_new = tl.maximum(m_i, tl.max(s, axis=1))  # finite: slot 0 of a live block is in context
             alpha = tl.exp(m_i - m_new)
             p = tl.exp(s - m_new[:, None])
             l_i = l_i * alpha + tl.sum(p, axis=1)
             acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
             m_i = m_new
 
-        out = acc / l_i[:, None]
-        o_offs = seq * stride_ob + q_heads[:, None] * stride_oh + d[None, :]
-        tl.store(out_ptr + o_offs, out.to(out_ptr.dtype.element_ty), mask=q_mask)
+        if SPLIT:
+            # partials of split s: m [B, Hq, S], l [B, Hq, S], acc [B, Hq, S, D] (fp32, unnormalized)
+            ml_offs = (seq * tl.num_programs(1) * GROUP + q_heads) * tl.num_programs(2) + split
+            tl.store(m_ptr + ml_offs, m_i, mask=g_mask)
+            tl.store(l_ptr + ml_offs, l_i, mask=g_mask)
+            a_offs = seq * stride_ob + q_heads[:, None] * stride_oh + split * stride_os + d[None, :]
+            tl.store(out_ptr + a_offs, acc, mask=q_mask)
+        else:
+            out = acc / l_i[:, None]
+            o_offs = seq * stride_ob + q_heads[:, None] * stride_oh + d[None, :]
+            tl.store(out_ptr + o_offs, out.to(out_ptr.dtype.element_ty), mask=q_mask)
+
+    @triton.jit
+    def _combine_splits_kernel(
+        m_ptr,
+        l_ptr,
+        acc_ptr,
+        out_ptr,
+        num_splits,
+        stride_ob,
+        stride_oh,
+        HEAD_DIM: tl.constexpr,
+        HEAD_DIM_PAD: tl.constexpr,
+        SPLITS_PAD: tl.constexpr,
+    ):
+        """One program = one (sequence, query head): out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M),
+        M = max_s m_s (empty splits hold m = -inf, l = 0, acc = 0 and weigh 0)."""
+        seq = tl.program_id(0).to(tl.int64)
+        head = tl.program_id(1).to(tl.int64)
+        num_heads = tl.num_programs(1).to(tl.int64)
+        s = tl.arange(0, SPLITS_PAD)
+        d = tl.arange(0, HEAD_DIM_PAD)
+        s_mask = s < num_splits
+        d_mask = d < HEAD_DIM
+        row = (seq * num_heads + head) * num_splits
+        m = tl.load(m_ptr + row + s, mask=s_mask, other=float("-inf"))
+        l = tl.load(l_ptr + row + s, mask=s_mask, other=0.0)
+        acc = tl.load(acc_ptr + (row + s[:, None]) * HEAD_DIM + d[None, :],
+                      mask=s_mask[:, None] & d_mask[None, :], other=0.0)
+        m_max = tl.max(m, axis=0)
+        w = tl.exp(m - m_max)  # 0 for empty splits (m = -inf)
+        out = tl.sum(acc * w[:, None], axis=0) / tl.sum(l * w, axis=0)
+        tl.store(out_ptr + seq * stride_ob + head * stride_oh + d, out.to(out_ptr.dtype.element_ty), mask=d_mask)
 
 
 def _next_pow2(n: int) -> int:
@@ -385,6 +435,31 @@ def _scale_operand(scale: KVScale, device: torch.device) -> tuple[torch.Tensor, 
     return s.to(device, torch.float32).reshape(1), 1, 0
 
 
+MAX_SPLITS = 64
+MIN_BLOCKS_PER_SPLIT = 4
+
+
+def num_kv_splits(batch: int, num_kv_heads: int, table_cols: int, sm_count: int) -> int:
+    """Flash-decoding split count: enough (sequence, kv head, split) programs to fill about 2 waves of
+    the GPU's ``sm_count`` SMs, each split at least MIN_BLOCKS_PER_SPLIT KV blocks long, at most
+    MAX_SPLITS. One split (no combine pass) once batch x kv heads already fills the GPU.
+
+    Batch 1 of Llama-3-8B (8 kv heads) on an H200 (132 SMs) at 4096 tokens, block 16: 256 table columns,
+    ceil(264 / 8) = 33 splits of 8 blocks -> 264 programs instead of 8.
+    """
+    programs = batch * num_kv_heads
+    if programs >= sm_count:
+        return 1
+    want = -(-2 * sm_count // programs)
+    return max(1, min(want, table_cols // MIN_BLOCKS_PER_SPLIT, MAX_SPLITS))
+
+
+def _sm_count(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 1  # the Triton interpreter (CPU tensors): no SMs to fill
+
+
 def _paged_decode_attention_triton(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -394,7 +469,10 @@ def _paged_decode_attention_triton(
     scale: float,
     k_scale: KVScale,
     v_scale: KVScale,
+    num_splits: int | None = None,
 ) -> torch.Tensor:
+    """``num_splits``: None picks :func:`num_kv_splits`; 1 runs one pass per (sequence, kv head);
+    more runs the split-KV (flash-decoding) pass plus a combine pass."""
     batch, num_q_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
     group = num_q_heads // num_kv_heads
@@ -408,15 +486,27 @@ def _paged_decode_attention_triton(
         raise ValueError("k_scale and v_scale must have the same granularity")
     bt = block_tables.to(q.device, torch.int32).contiguous()
     cl = context_lens.to(q.device, torch.int32).contiguous()
+    cols = bt.shape[1]
+    splits = num_splits or num_kv_splits(batch, num_kv_heads, cols, _sm_count(q.device))
+    splits = max(1, min(int(splits), cols))
+    per_split = -(-cols // splits)
     out = torch.empty_like(q)
-    _paged_decode_attention_kernel[(batch, num_kv_heads)](
-        q, k_cache, v_cache, bt, cl, out, ks, vs,
-        scale,
+    if splits == 1:
+        m = l = target = out
+        t_strides = (out.stride(0), out.stride(1), 0)
+    else:
+        m = torch.empty((batch, num_q_heads, splits), dtype=torch.float32, device=q.device)
+        l = torch.empty_like(m)
+        target = torch.empty((batch, num_q_heads, splits, head_dim), dtype=torch.float32, device=q.device)
+        t_strides = (target.stride(0), target.stride(1), target.stride(2))
+    _paged_decode_attention_kernel[(batch, num_kv_heads, splits)](
+        q, k_cache, v_cache, bt, cl, target, ks, vs, m, l,
+        scale, per_split,
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
         bt.stride(0),
-        out.stride(0), out.stride(1),
+        *t_strides,
         stride_sb,
         GROUP=group,
         GROUP_PAD=_next_pow2(group),
@@ -424,8 +514,14 @@ def _paged_decode_attention_triton(
         HEAD_DIM_PAD=_next_pow2(head_dim),
         BLOCK_SIZE=block_size,
         SCALE_MODE=mode_k,
+        SPLIT=splits > 1,
         num_warps=4,
     )  # fmt: skip
+    if splits > 1:
+        _combine_splits_kernel[(batch, num_q_heads)](
+            m, l, target, out, splits, out.stride(0), out.stride(1),
+            HEAD_DIM=head_dim, HEAD_DIM_PAD=_next_pow2(head_dim), SPLITS_PAD=_next_pow2(splits),
+        )  # fmt: skip
     return out
 
 
@@ -467,6 +563,29 @@ def _check_inputs(
             raise ValueError(f"block_tables has {block_tables.shape[1]} columns, need {needed}")
 
 
+def resolve_backend(q: torch.Tensor, k_cache: torch.Tensor, backend: Backend = "auto") -> str:
+    """The backend a call with these operands runs: ``"triton"`` or ``"torch"`` (``"auto"`` resolved:
+    Triton on CUDA when importable, except fp8 caches below sm_89)."""
+    if backend != "auto":
+        return backend
+    use_triton = q.is_cuda and HAS_TRITON
+    if use_triton and k_cache.dtype == torch.float8_e4m3fn:
+        use_triton = torch.cuda.get_device_capability(q.device) >= (8, 9)
+    return "triton" if use_triton else "torch"
+
+
+def backend_label(q: torch.Tensor, k_cache: torch.Tensor, block_tables: torch.Tensor,
+                  backend: Backend = "auto", num_splits: int | None = None) -> str:
+    """What ran, for records: ``torch``, ``triton`` (one pass) or ``triton-splitkv<S>`` (S splits + combine)."""
+    name = resolve_backend(q, k_cache, backend)
+    if name != "triton":
+        return name
+    cols = block_tables.shape[1]
+    s = num_splits or num_kv_splits(q.shape[0], k_cache.shape[2], cols, _sm_count(q.device))
+    s = max(1, min(int(s), cols))
+    return "triton" if s == 1 else f"triton-splitkv{s}"
+
+
 def paged_decode_attention(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -478,29 +597,35 @@ def paged_decode_attention(
     v_scale: KVScale = None,
     *,
     backend: Backend = "auto",
+    num_splits: int | None = None,
 ) -> torch.Tensor:
     """Decode attention ``softmax(scale * q K^T) V`` over a paged KV cache (see module docstring).
 
     ``scale`` defaults to ``1 / sqrt(head_dim)``. Returns ``[batch, num_q_heads, head_dim]`` in
     ``q.dtype``; softmax and accumulation are fp32 in both backends. ``backend="auto"`` uses Triton
     on CUDA when available (fp8 caches need sm_89+, else the torch path), torch otherwise.
+    ``num_splits`` (Triton): KV splits per sequence (None: :func:`num_kv_splits` for the GPU).
+    Triton on CPU tensors runs only under the Triton interpreter (``TRITON_INTERPRET=1``).
     """
     _check_inputs(q, k_cache, v_cache, block_tables, context_lens, k_scale, v_scale)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
-    if backend == "auto":
-        use_triton = q.is_cuda and HAS_TRITON
-        if use_triton and k_cache.dtype == torch.float8_e4m3fn:
-            use_triton = torch.cuda.get_device_capability(q.device) >= (8, 9)
-        backend = "triton" if use_triton else "torch"
+    backend = resolve_backend(q, k_cache, backend)
     if backend == "triton":
-        if not HAS_TRITON or not q.is_cuda:
-            raise RuntimeError("the Triton backend needs triton and CUDA tensors")
+        if not HAS_TRITON or not (q.is_cuda or interpreter_on()):
+            raise RuntimeError("the Triton backend needs triton and CUDA tensors (or TRITON_INTERPRET=1)")
         return _paged_decode_attention_triton(
-            q, k_cache, v_cache, block_tables, context_lens, scale, k_scale, v_scale
+            q, k_cache, v_cache, block_tables, context_lens, scale, k_scale, v_scale, num_splits
         )
     if backend != "torch":
         raise ValueError(f"unknown backend {backend!r}")
     return _paged_decode_attention_torch(
         q, k_cache, v_cache, block_tables, context_lens, scale, k_scale, v_scale
     )
+
+
+def interpreter_on() -> bool:
+    """True when Triton kernels run in the Triton interpreter (``TRITON_INTERPRET=1``: CPU tensors)."""
+    import os
+
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")

@@ -47,6 +47,16 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+try:  # Triton is optional: absent on CPU-only installs.
+    import triton
+    import triton.language as tl
+
+    HAS_TRITON = True
+except ImportError:  # pragma: no cover - depends on the install
+    triton = None
+    tl = None
+    HAS_TRITON = False
+
 __all__ = [
     "WeightFormat",
     "WEIGHT_FORMATS",
@@ -167,14 +177,29 @@ def pack_int4(
     CPU: ``_convert_weight_to_int4pack_for_cpu(int32 [N, K])`` -> uint8 [N, K / 2].
     CUDA: bytes ``(q[:, ::2] << 4) | q[:, 1::2]`` (uint8 [N, K / 2]) ->
     ``_convert_weight_to_int4pack`` (tinygemm tiles; needs K % (inner_k_tiles * 16) == 0, N % 8 == 0).
-    Either way the packed weight holds exactly N * K / 2 bytes.
+    Either way the packed weight holds exactly N * K / 2 bytes. See :func:`int4_pack_variant` for the
+    torch versions whose CUDA op wanted the int32 [N, K] codes instead.
     """
     device = torch.device(device)
     q = qweight.to(device, torch.int32).contiguous()
     if device.type == "cpu":
         return torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, inner_k_tiles)
+    if int4_pack_variant(torch.__version__) == "int32":
+        return torch.ops.aten._convert_weight_to_int4pack(q, inner_k_tiles)
     as_bytes = ((q[:, ::2] << 4) | q[:, 1::2]).to(torch.uint8).contiguous()
     return torch.ops.aten._convert_weight_to_int4pack(as_bytes, inner_k_tiles)
+
+
+def int4_pack_variant(torch_version: str) -> str:
+    """Input of tinygemm's CUDA ``_convert_weight_to_int4pack`` in this torch: ``"int32"`` codes [N, K] before
+    torch 2.5, ``"uint8"`` packed pairs [N, K / 2] from 2.5 on (pytorch/pytorch#129940). ``_weight_int4pack_mm``
+    itself kept ``(x, packed, group_size, qScaleAndZeros [K/g, N, 2])`` through 2.13."""
+    parts = torch_version.split("+")[0].split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1])
+    except (ValueError, IndexError):
+        return "uint8"
+    return "int32" if (major, minor) < (2, 5) else "uint8"
 
 
 # --------------------------------------------------------------------------------------------
@@ -191,12 +216,66 @@ def int8_weight_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Ten
     """Fused int8 weight-only matmul: ``y = (x @ qweight^T) * scales`` via ``_weight_int8pack_mm``.
 
     ``qweight`` [N, K] int8, ``scales`` [N] in ``x.dtype``. Falls back to dequantize + matmul if the
-    op is unavailable for this device / dtype.
+    op is unavailable for this device / dtype. On CUDA, :func:`int8_w8a16_triton` is the production path.
     """
     try:
         return torch.ops.aten._weight_int8pack_mm(x, qweight, scales)
     except (RuntimeError, NotImplementedError):  # e.g. fp16 on a CUDA build without the kernel
         return F.linear(x, qweight.to(x.dtype) * scales[:, None])
+
+
+if HAS_TRITON:
+
+    @triton.jit
+    def _w8a16_kernel(
+        x_ptr, w_ptr, s_ptr, y_ptr, M, N, K,
+        stride_xm, stride_wn, stride_ym,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    ):
+        """y[m, n] = (sum_k x[m, k] * w[n, k]) * s[n]: int8 codes widened to x's dtype in registers,
+        tensor-core dot with fp32 accumulation, one scale per output channel at the end."""
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        rk = tl.arange(0, BLOCK_K)
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            kk = k0 + rk
+            x = tl.load(x_ptr + rm[:, None] * stride_xm + kk[None, :],
+                        mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+            w = tl.load(w_ptr + rn[None, :] * stride_wn + kk[:, None],
+                        mask=(rn[None, :] < N) & (kk[:, None] < K), other=0)
+            if x.dtype == tl.float16:
+                acc += tl.dot(x, w.to(tl.float16))  # int8 codes are exact in fp16
+            elif x.dtype == tl.bfloat16:
+                # bf16 values and int8 codes are exact in tf32, so the tf32 dot computes the bf16 products
+                # (and the Triton interpreter's bf16 dot is broken in triton 3.9)
+                acc += tl.dot(x.to(tl.float32), w.to(tl.float32), input_precision="tf32")
+            else:
+                acc += tl.dot(x, w.to(tl.float32), input_precision="ieee")
+        s = tl.load(s_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)
+        y = acc * s[None, :]
+        tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :], y.to(y_ptr.dtype.element_ty),
+                 mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def int8_w8a16_triton(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
+                      block_n: int = 64, block_k: int = 128) -> torch.Tensor:
+    """Triton weight-only int8 GEMM/GEMV (w8a16): ``y = (x @ qweight^T) * scales``, one read of the int8
+    weight, no dequantized copy in memory. ``x`` [M, K] bf16 / fp16 (fp32 runs tf32-free fp32 dots),
+    ``qweight`` [N, K] int8 contiguous, ``scales`` [N]. Rows are tiled by 16 (decode: one row tile)."""
+    if not HAS_TRITON:
+        raise RuntimeError("int8_w8a16_triton needs triton")
+    m, k = x.shape
+    n = qweight.shape[0]
+    x = x.contiguous()
+    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    block_m = 16 if m <= 16 else (32 if m <= 32 else 64)
+    grid = (triton.cdiv(m, block_m), triton.cdiv(n, block_n))
+    _w8a16_kernel[grid](x, qweight, scales, y, m, n, k, x.stride(0), qweight.stride(0), y.stride(0),
+                        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
+    return y
 
 
 def int4_weight_matmul(
@@ -328,6 +407,7 @@ class QuantizedLinear:
     packed: torch.Tensor | None = None  # int4: device-specific packed codes
     scales_and_zeros: torch.Tensor | None = None  # int4: [K/g, N, 2] in act_dtype
     use_fused: bool = field(default=True)
+    int8_kernel: str = "aten"  # int8: "triton-w8a16" (CUDA with triton) or "aten" (_weight_int8pack_mm)
 
     @classmethod
     def from_float(
@@ -355,8 +435,9 @@ class QuantizedLinear:
             return cls(fmt, n, k, act_dtype, device, dense=w.to(device, act_dtype).contiguous())
         if fmt == "int8":
             q = quantize_int8_per_channel(w, scale_dtype)
-            q = Int8Weight(q.qweight.to(device), q.scales.to(device, act_dtype))
-            return cls(fmt, n, k, act_dtype, device, int8=q)
+            q = Int8Weight(q.qweight.to(device).contiguous(), q.scales.to(device, act_dtype))
+            kern = "triton-w8a16" if device.type == "cuda" and HAS_TRITON else "aten"
+            return cls(fmt, n, k, act_dtype, device, int8=q, int8_kernel=kern)
         if fmt == "int4":
             q = quantize_int4_groupwise(w, group_size, scale_dtype)
             q = Int4Weight(
@@ -387,12 +468,27 @@ class QuantizedLinear:
         if self.dense is not None:
             return dense_matmul(x, self.dense)
         if self.int8 is not None:
+            if self.int8_kernel == "triton-w8a16":
+                return int8_w8a16_triton(x, self.int8.qweight, self.int8.scales)
             return int8_weight_matmul(x, self.int8.qweight, self.int8.scales)
         assert self.int4 is not None
         if self.use_fused:
             assert self.packed is not None and self.scales_and_zeros is not None
             return int4_weight_matmul(x, self.packed, self.scales_and_zeros, self.int4.group_size)
         return F.linear(x, self.int4.dequantize().to(x.dtype))
+
+    @property
+    def kernel_name(self) -> str:
+        """The kernel a call runs, for records: ``F.linear``, ``triton-w8a16``, ``aten._weight_int8pack_mm``,
+        ``tinygemm._weight_int4pack_mm[_for_cpu]`` or ``dequant+F.linear`` (int4 without a fused kernel)."""
+        if self.dense is not None:
+            return "F.linear"
+        if self.int8 is not None:
+            return "triton-w8a16" if self.int8_kernel == "triton-w8a16" else "aten._weight_int8pack_mm"
+        if not self.use_fused:
+            return "dequant+F.linear"
+        cpu = "_for_cpu" if self.device.type == "cpu" else ""
+        return f"tinygemm._weight_int4pack_mm{cpu}"
 
     def dequantized(self) -> torch.Tensor:
         """fp32 [N, K] weight the kernel multiplies by."""
