@@ -177,7 +177,7 @@ def test_three_tasks_in_headless_chromium(tmp_path):
             assert width <= 390 + 1, width
             phone.save_screenshot(str(ARTIFACTS / "phone-first-screen.png"))
             phone.get(url + "/?model=llama-3.1-70b&hardware=rtx-4090&weights=int4-g128")
-            wait_for(lambda: metric(phone, "VRAM (of 24 GB)"), 45, "the one-device phone page")
+            wait_for(lambda: metric(phone, "VRAM (of 25 GB)"), 45, "the one-device phone page")
             _settled(phone)
             bottom = phone.execute_script(
                 "const m = Array.from(document.querySelectorAll('[data-testid=\"stMetric\"]'));"
