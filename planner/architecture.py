@@ -9,7 +9,8 @@ experts per token, shared experts, dense layers before the MoE layers) and Multi
 from __future__ import annotations
 
 import os
-from functools import lru_cache
+from collections import Counter
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -240,7 +241,8 @@ class ModelArch(_Frozen):
         return self
 
     # ------------------------------------------------------------ per-layer layout
-    @property
+    # (cached: a frozen model's layout never changes, and the cost model asks for its counts on every call)
+    @cached_property
     def mixers(self) -> tuple[str, ...]:
         """Mixer of every layer."""
         if self.layer_types is not None:
@@ -256,7 +258,7 @@ class ModelArch(_Frozen):
             return tuple("sliding" if i % 2 == first else "full" for i in range(L))
         return tuple("full" if (i + 1) % n == 0 else "sliding" for i in range(L))
 
-    @property
+    @cached_property
     def mlps(self) -> tuple[str, ...]:
         """MLP of every layer: MoE after first_dense_layers, every dense_layer_interval-th layer."""
         if self.mlp_types is not None:
@@ -266,8 +268,20 @@ class ModelArch(_Frozen):
         f, n = self.moe.first_dense_layers, self.moe.dense_layer_interval
         return tuple("moe" if i >= f and (i - f + 1) % n == 0 else "dense" for i in range(self.num_layers))
 
+    @cached_property
+    def mixer_counts(self) -> dict[str, int]:
+        return dict(Counter(self.mixers))
+
+    def model_copy(self, *, update=None, deep: bool = False):
+        """A copy with `update` applied; the cached layout is derived again from the new fields."""
+        c = super().model_copy(update=update, deep=deep)
+        for k in ("mixers", "mlps", "mixer_counts"):
+            c.__dict__.pop(k, None)
+        return c
+
     def count_mixers(self, *kinds: str) -> int:
-        return sum(1 for k in self.mixers if k in kinds)
+        counts = self.mixer_counts
+        return sum(counts.get(k, 0) for k in kinds)
 
     @property
     def num_attention_layers(self) -> int:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict
+from functools import cached_property
+
+from pydantic import BaseModel, ConfigDict, PrivateAttr, computed_field
 
 from .architecture import ModelArch, load_model
 from .efficiency import efficiency_origin, resolve_efficiency
@@ -73,7 +75,23 @@ class KVReport(_Out):
     total_gb: float
 
 
-class PrefillReport(_Out):
+class _StageReport(_Out):
+    """A stage's per-operator table is built only when it is read (`.ops`, or a JSON dump): a loop of estimates
+    that reads the headline figures never pays for it."""
+
+    _op_times: list | None = PrivateAttr(default=None)  # (a default_factory costs an inspect.signature per instance)
+
+    @computed_field
+    @cached_property
+    def ops(self) -> list[OpReport]:
+        return _op_reports(self._op_times or [])
+
+    def with_op_times(self, op_times: list[OpTime]):
+        self._op_times = op_times
+        return self
+
+
+class PrefillReport(_StageReport):
     latency_ms: float | None
     tokens_per_s: float | None
     latency_ms_low: float | None = None      # p10-p90 prediction interval of the runtime profile (None: none applies)
@@ -83,10 +101,9 @@ class PrefillReport(_Out):
     bound: str
     flops: float
     bytes: float
-    ops: list[OpReport]
 
 
-class DecodeReport(_Out):
+class DecodeReport(_StageReport):
     latency_ms_per_token: float | None
     latency_ms_first: float | None
     latency_ms_last: float | None
@@ -102,7 +119,6 @@ class DecodeReport(_Out):
     bytes_per_step: float
     weight_bytes_per_step: float
     kv_bytes_per_step: float
-    ops: list[OpReport]
 
 
 class EndToEndReport(_Out):
@@ -351,13 +367,13 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         return x if fits else None
 
     prefill = PrefillReport(latency_ms=ok(ttft_s * 1e3), tokens_per_s=ok(batch * prompt / ttft_s),
-                            bound=str(step_bound(p_times)), flops=float(p_tot["flops"]), bytes=float(p_tot["bytes"]),
-                            ops=_op_reports(p_times))
+                            bound=str(step_bound(p_times)), flops=float(p_tot["flops"]), bytes=float(p_tot["bytes"])
+                            ).with_op_times(p_times)
     decode = DecodeReport(
         latency_ms_per_token=ok(tpot * 1e3), latency_ms_first=ok(d_first * 1e3), latency_ms_last=ok(d_last * 1e3),
         tokens_per_s_per_sequence=ok(1.0 / tpot), tokens_per_s_total=ok(batch / tpot), bound=str(step_bound(d_times)),
         bytes_per_step=float(d_tot["bytes"]), weight_bytes_per_step=float(d_tot["weight_bytes"]),
-        kv_bytes_per_step=float(d_tot["kv_read_bytes"] + d_tot["kv_write_bytes"]), ops=_op_reports(d_times))
+        kv_bytes_per_step=float(d_tot["kv_read_bytes"] + d_tot["kv_write_bytes"])).with_op_times(d_times)
     e2e_r = EndToEndReport(latency_s=ok(e2e), ttft_ms=ok(ttft_s * 1e3), tpot_ms=ok(tpot * 1e3),
                            output_tokens_per_s_total=ok(batch * output / e2e))
     from .ops import MATMUL
