@@ -311,12 +311,17 @@ def vllm_profile_bytes(m: ModelArch, fmt: WeightFormat, s: EngineSettings, tp: i
                  + VLLM_SAMPLER_FP32_COPIES * logits_bytes(m, seqs))
 
 
-def _vllm_blocks_per_seq(m: ModelArch, context, block_size: int, capped: bool):
-    """Layer-blocks one sequence holds: G*ceil(c/bs) + L*ceil(min(c, W)/bs) (L = 0 unless window-capped)."""
+def _vllm_blocks_per_seq(m: ModelArch, context, block_size: int, capped: bool, chunk_tokens: int = 0):
+    """Layer-blocks one sequence holds: G*ceil(c/bs) + L*ceil(min(c, W')/bs) (L = 0 unless window-capped).
+
+    W' = W - 1 + chunk: a local layer holds its window plus the prefill chunk being computed, as vLLM V1 counts it
+    (SlidingWindowSpec / ChunkedLocalAttentionSpec.max_memory_usage_bytes: min(W - 1 + max_num_batched_tokens,
+    max_model_len) tokens), so a request of up to max_num_batched_tokens tokens keeps its whole length there."""
     c = np.asarray(context, dtype=np.float64)
     if m.num_local_layers and capped:
+        w = m.local_window - 1 + chunk_tokens if chunk_tokens else m.local_window
         return (m.num_global_layers * np.ceil(c / block_size)
-                + m.num_local_layers * np.ceil(np.minimum(c, m.local_window) / block_size))
+                + m.num_local_layers * np.ceil(np.minimum(c, w) / block_size))
     return m.num_attention_layers * np.ceil(c / block_size)
 
 
@@ -362,7 +367,8 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
         pool = max(0.0, budget - W - prof - ovh)
         if capped:  # layer-blocks of the hybrid allocator, this stage's share of a sequence's
             block = layer_block
-            per_seq_blocks = float(_vllm_blocks_per_seq(m, ctx, s.block_size, capped)) / pp
+            chunk = (s.max_num_batched_tokens or VLLM_V1_MAX_NUM_BATCHED_TOKENS) if s.vllm_version == "v1" else 0
+            per_seq_blocks = float(_vllm_blocks_per_seq(m, ctx, s.block_size, capped, chunk)) / pp
         else:  # whole-model blocks (what vLLM prints as '# GPU blocks'), this stage's layers
             block = layer_block * m.num_attention_layers / pp
             per_seq_blocks = math.ceil(ctx / s.block_size)
@@ -529,10 +535,11 @@ def max_context(m, fmt, kv_dtype, batch, output, spec, engine="none", settings=D
         bs = s.block_size
         if not window_capped(engine, m, s.vllm_version):
             ctx = per * bs
-        else:  # layer-blocks: (G + L) ceil(c/bs) up to the window W, G ceil(c/bs) + L ceil(W/bs) above it
-            G, L, Wb = m.num_global_layers, m.num_local_layers, math.ceil(m.local_window / bs)
+        else:  # layer-blocks: (G + L) ceil(c/bs) up to the window W', G ceil(c/bs) + L ceil(W'/bs) above it
+            w = m.local_window - 1 + (s.max_num_batched_tokens or VLLM_V1_MAX_NUM_BATCHED_TOKENS)  # V1 only
+            G, L, Wb = m.num_global_layers, m.num_local_layers, math.ceil(w / bs)
             ctx = (per // (G + L)) * bs
-            if ctx >= m.local_window:
+            if ctx >= w:
                 ctx = ((per - L * Wb) // G) * bs if G else MAX_SEARCH
         ctx = min(ctx, s.max_model_len or m.max_position_embeddings)  # vLLM refuses longer requests
         return max(0, int(ctx)) if ctx > output else 0

@@ -75,9 +75,12 @@ NOT_REPRODUCED = {
         "accounts for 1.02 GB",
     ("vllm_issue2136_2x4090", "TheBloke/CodeLlama-13B-Instruct-fp16", 112): "a profiling regression (v0.2.5), marked "
                                                                            "so in the row's notes",
-    ("vllm_perf_dashboard_h200_gptoss120b_2026-02", "openai/gpt-oss-120b (MoE; alternating sliding-window and full "
-     "attention)", None): "gpt-oss (MXFP4 experts, attention sinks) is not in the catalog or importer",
 }
+# rows that print the KV cache in tokens (vLLM >= 0.10: 'GPU KV cache size: N tokens' = max concurrency x
+# max_model_len), not in blocks
+GPT_OSS_ROW = ("vllm_perf_dashboard_h200_gptoss120b_2026-02", "openai/gpt-oss-120b (MoE; alternating sliding-window "
+               "and full attention)", None)
+REPRODUCED_TOKENS = {GPT_OSS_ROW}
 
 
 def _rows():
@@ -91,8 +94,27 @@ def _key(r):
 
 def test_every_log_row_is_reproduced_or_explained():
     keys = {_key(r) for r in _rows()}
-    assert keys == set(REPRODUCED) | set(NOT_REPRODUCED)
+    assert keys == set(REPRODUCED) | set(NOT_REPRODUCED) | REPRODUCED_TOKENS
     assert not set(REPRODUCED) & set(NOT_REPRODUCED)
+
+
+def test_vllm_v1_gpt_oss_kv_tokens_match_the_log():
+    """gpt-oss-120b on 8 x H200, TP8, vLLM 0.15.1 (V1), max_model_len 2068, util 0.9 (vLLM perf dashboard log):
+    'Available KV cache memory: 115.89 GiB', 'Maximum concurrency for 2,068 tokens per request: 6466.77x',
+    'GPU KV cache size: 13,502,608 tokens'. 36 layers alternate sliding-window (128) and full attention; V1 counts a
+    sliding-window layer at min(W - 1 + max_num_batched_tokens, max_model_len) = min(127 + 8192, 2068) = 2068
+    tokens, so every layer holds the whole request: concurrency = pool / (36 x 130 blocks x 16 x 8 KV heads / 8 ranks
+    x 64 x 2 x 2 B). The H200's visible capacity (143,771 MiB x 0.994 = 149.85e9 B) is the catalog's."""
+    row = next(r for r in _rows() if _key(r) == GPT_OSS_ROW)
+    e = estimate("gpt-oss-120b", "h200-sxm", tp=8, prompt=2000, output=68, engine="vllm",
+                 engine_settings=EngineSettings(max_model_len=int(row["max_model_len"]),
+                                                gpu_memory_utilization=float(row["gpu_memory_utilization"])))
+    assert e.engine.kv_pool_gb * 1e9 / GiB == pytest.approx(115.89, rel=0.03)
+    assert e.engine.max_concurrency == pytest.approx(6466.77, rel=0.03)
+    assert e.engine.max_concurrency * 2068 == pytest.approx(int(row["kv_cache_tokens"]), rel=0.03)
+    # by hand: per-token KV per rank on a layer = 2 x 8 KV heads x 64 x 2 B / 8 ranks = 256 B; 36 layers x 2,080
+    # tokens (130 blocks of 16) each
+    assert e.engine.max_concurrency == pytest.approx(e.engine.kv_pool_gb * 1e9 / (36 * 130 * 16 * 256), rel=1e-6)
 
 
 def _predict(model, fmt, hw, kw, tp):
