@@ -379,8 +379,8 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
         if state == 0:
             blocks = int(pool // block)
             conc = blocks / per_seq_blocks
-        else:  # the attention blocks left beside the states of as many sequences as the pool holds
-            blocks = int(conc * per_seq_blocks) if block > 0 else None
+        else:  # the attention blocks left beside the states of the requested batch's sequences
+            blocks = int(max(0.0, pool - batch * state) // block) if block > 0 else None
         kv_need = batch * seq_bytes
         rule = (f"vLLM {s.vllm_version}: gpu_memory_utilization={util:g}, block_size={s.block_size}, profiling run "
                 f"{'max_num_batched_tokens' if s.vllm_version == 'v1' else 'max(max_model_len, 2048)'} tokens, "
