@@ -62,9 +62,25 @@ class MemoryReport(_Out):
     device_memory_gb: float
     fits: bool
     verdict: str
-    max_batch_at_context: int
-    max_context_at_batch: int
     model_max_context: int
+
+    # the limits are solved (closed forms over planner.memory.plan_memory) when first read or dumped, not for a
+    # caller that reads only the headline figures
+    _limits: tuple | None = PrivateAttr(default=None)
+
+    @computed_field
+    @cached_property
+    def max_batch_at_context(self) -> int:
+        return int(self._limits[0]())
+
+    @computed_field
+    @cached_property
+    def max_context_at_batch(self) -> int:
+        return int(self._limits[1]())
+
+    def with_limits(self, largest_batch, longest_context):
+        self._limits = (largest_batch, longest_context)
+        return self
 
 
 class KVReport(_Out):
@@ -335,9 +351,9 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         overhead_gb=mb.overhead_bytes / GB, total_gb=mb.total_bytes / GB, capacity_gb=cap / GB,
         budget_gb=mb.budget / GB, budget_label=mb.budget_label,
         device_memory_gb=spec.memory.capacity_gb, fits=fits, verdict=verdict,
-        max_batch_at_context=max_batch(m, fmt, kvd, prompt, output, *mem_args),
-        max_context_at_batch=max_context(m, fmt, kvd, batch, output, *mem_args),
-        model_max_context=m.max_position_embeddings)
+        model_max_context=m.max_position_embeddings).with_limits(
+        lambda: max_batch(m, fmt, kvd, prompt, output, *mem_args),
+        lambda: max_context(m, fmt, kvd, batch, output, *mem_args))
     kv = KVReport(dtype=kvd, bytes_per_token=kv_bytes_per_token(m, kvd),
                   bytes_per_token_per_layer=kv_bytes_per_token_per_layer(m, kvd),
                   gb_per_sequence=float(kv_bytes_per_sequence(m, kvd, context)) / GB, total_gb=mb.kv_cache_bytes / GB)
