@@ -14,24 +14,21 @@ from .cli import positive_int
 LAYOUTS = ("tp", "ep", "dp-attention", "pd")
 
 
-def _imbalance(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number >= 1 (max/mean tokens per expert), got {text!r}") from None
-    if not (math.isfinite(v) and v >= 1):
-        raise argparse.ArgumentTypeError(f"must be a number >= 1 (max/mean tokens per expert), got {text}")
-    return v
+def _at_least_one(what: str):
+    """An argparse type: a finite number >= 1, with `what` it counts in the message."""
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number >= 1 ({what}), got {text!r}") from None
+        if not (math.isfinite(v) and v >= 1):
+            raise argparse.ArgumentTypeError(f"must be a number >= 1 ({what}), got {text}")
+        return v
+    return parse
 
 
-def _tau(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number >= 1 (tokens per target pass), got {text!r}") from None
-    if not (math.isfinite(v) and v >= 1):
-        raise argparse.ArgumentTypeError(f"must be a number >= 1 (tokens per target pass), got {text}")
-    return v
+_imbalance = _at_least_one("max/mean tokens per expert")
+_tau = _at_least_one("tokens per target pass")
 
 
 def add_parallel_args(p) -> None:

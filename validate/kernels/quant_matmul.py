@@ -47,15 +47,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-try:  # Triton is optional: absent on CPU-only installs.
-    import triton
-    import triton.language as tl
-
-    HAS_TRITON = True
-except ImportError:  # pragma: no cover - depends on the install
-    triton = None
-    tl = None
-    HAS_TRITON = False
+from ._triton import HAS_TRITON, tl, triton  # noqa: F401  (optional: absent on CPU-only installs)
 
 __all__ = [
     "WeightFormat",
