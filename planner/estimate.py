@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from functools import cached_property
+from functools import cached_property, partial
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, computed_field
 
@@ -351,9 +351,9 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         overhead_gb=mb.overhead_bytes / GB, total_gb=mb.total_bytes / GB, capacity_gb=cap / GB,
         budget_gb=mb.budget / GB, budget_label=mb.budget_label,
         device_memory_gb=spec.memory.capacity_gb, fits=fits, verdict=verdict,
-        model_max_context=m.max_position_embeddings).with_limits(
-        lambda: max_batch(m, fmt, kvd, prompt, output, *mem_args),
-        lambda: max_context(m, fmt, kvd, batch, output, *mem_args))
+        model_max_context=m.max_position_embeddings).with_limits(  # partials, not lambdas: an Estimate pickles
+        partial(max_batch, m, fmt, kvd, prompt, output, *mem_args),
+        partial(max_context, m, fmt, kvd, batch, output, *mem_args))
     kv = KVReport(dtype=kvd, bytes_per_token=kv_bytes_per_token(m, kvd),
                   bytes_per_token_per_layer=kv_bytes_per_token_per_layer(m, kvd),
                   gb_per_sequence=float(kv_bytes_per_sequence(m, kvd, context)) / GB, total_gb=mb.kv_cache_bytes / GB)
