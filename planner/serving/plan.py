@@ -606,6 +606,11 @@ def plan(model, scenario: str | Scenario = "chat", qps: float | None = None, ttf
     rows = [P.device(s) for s in specs]
     table = _rank(pd.DataFrame(rows), sc.objective)
     notes = [f"skipped unreadable spec {s}" for s in skipped]
+    simulated = {r["hardware"] for r in P.rows if "simulated_requests" in r}
+    screened = sum(1 for s in specs if s.id not in simulated)
+    notes.append(f"{screened} of {len(specs)} devices screened out with the cost model alone (weights or KV pool do "
+                 f"not fit, or the roofline bound on TTFT or TPOT already misses a target); "
+                 f"{len(simulated)} simulated ({sum(1 for r in P.rows if 'simulated_requests' in r)} engine runs)")
     if sc.objective == "cost" and ((table["status"] == "ok") & table["usd_per_hour"].isna()).any():
         notes.append("devices without a price are ranked after priced ones, by energy per output token ('no price')")
     res = PlanResult(m.name, sc, table, pd.DataFrame(P.rows), [], 0.0, notes)
