@@ -315,6 +315,19 @@ def cmd_simulate(args) -> int:
         return _json_verdict(args, exc)
 
 
+def print_latency_table(s: dict, rg: dict | None = None) -> None:
+    """TTFT, TPOT, end-to-end and queueing percentiles of a simulation summary, with the p95's p10-p90 range when the
+    summary carries one."""
+    print(f"  {'':12s} {'p50':>10s} {'p90':>10s} {'p95':>10s} {'p99':>10s} {'mean':>10s}"
+          + ("   p95 p10-p90 range" if rg else ""))
+    for key, label, fmt in (("ttft_ms", "TTFT ms", "{:,.1f}"), ("tpot_ms", "TPOT ms", "{:,.2f}"),
+                            ("e2e_s", "e2e s", "{:,.2f}"), ("queue_ms", "queue ms", "{:,.1f}")):
+        d = s[key]
+        rr = _rng(rg, f"{key}_p95", fmt).strip(" ()").replace("p10-p90 ", "") if rg else ""
+        print(f"  {label:12s} " + " ".join(f"{_f(d[q], fmt):>10s}" for q in ("p50", "p90", "p95", "p99", "mean"))
+              + (f"   {rr}" if rr else ""))
+
+
 def _rng(r, key, fmt) -> str:
     if not r or r.get(key) is None:
         return ""
@@ -371,13 +384,7 @@ def _cmd_simulate(args) -> int:
           f"({cfg.engines} engines share the traffic)")
     print(f"memory: {res.memory_verdict}")
     print()
-    print(f"  {'':12s} {'p50':>10s} {'p90':>10s} {'p95':>10s} {'p99':>10s} {'mean':>10s}   p95 p10-p90 range")
-    for key, label, fmt in (("ttft_ms", "TTFT ms", "{:,.1f}"), ("tpot_ms", "TPOT ms", "{:,.2f}"),
-                            ("e2e_s", "e2e s", "{:,.2f}"), ("queue_ms", "queue ms", "{:,.1f}")):
-        d = s[key]
-        rr = _rng(rg, f"{key}_p95", fmt).strip(" ()").replace("p10-p90 ", "")
-        print(f"  {label:12s} " + " ".join(f"{_f(d[q], fmt):>10s}" for q in ("p50", "p90", "p95", "p99", "mean"))
-              + (f"   {rr}" if rr else ""))
+    print_latency_table(s, rg)
     print()
     tr = t.get("requests_per_s_range")
     print(f"  throughput: {t['requests_per_s']:,.2f} req/s"

@@ -247,11 +247,9 @@ def cmd_simulate_parallel(args) -> int:
     print(f"workload: {r['workload']}; one engine simulated with {s['requests']:,} requests")
     print(f"memory: {r['memory_verdict']}")
     print()
-    print(f"  {'':12s} {'p50':>10s} {'p90':>10s} {'p95':>10s} {'p99':>10s} {'mean':>10s}")
-    for key, label, f in (("ttft_ms", "TTFT ms", "{:,.1f}"), ("tpot_ms", "TPOT ms", "{:,.2f}"),
-                          ("e2e_s", "e2e s", "{:,.2f}"), ("queue_ms", "queue ms", "{:,.1f}")):
-        d = s[key]
-        print(f"  {label:12s} " + " ".join(f"{_fmt(d[q], f):>10s}" for q in ("p50", "p90", "p95", "p99", "mean")))
+    from .cli_serving import print_latency_table
+
+    print_latency_table(s)
     print()
     print(f"  throughput: {t['requests_per_s']:,.2f} req/s, {t['output_tokens_per_s']:,.0f} output tok/s "
           f"(offered {t['offered_requests_per_s']:g} req/s); {s['mean_running']:.1f} sequences running per engine")
