@@ -16,7 +16,7 @@ from .architecture import ModelArch, load_model
 from .efficiency import efficiency_origin, resolve_efficiency
 from .errors import PlannerError
 from .hardware import Efficiency, HardwareSpec, load_hardware
-from .latency import decode_step_time_s, decode_sum_s
+from .latency import decode_sum_s
 from .memory import DEFAULT_SETTINGS, EngineSettings, max_batch, max_context, plan_memory
 from .ops import (decode_ops, kv_bytes_per_sequence, kv_bytes_per_token, kv_bytes_per_token_per_layer, prefill_ops, totals,
                   weights_source)
@@ -371,10 +371,8 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     d_first_ops = split(decode_ops(m, fmt, kvd, batch, prompt, flash_attention))
     d_times = time_ops(d_first_ops, dev)
     d_first = float(step_time_s(d_times, dev)) + comm_s(batch)
-    last_past = prompt + max(output - 2, 0)
-    d_last = float(step_s(batch, last_past) if step_s else decode_step_time_s(m, fmt, kvd, dev, batch, last_past,
-                                                                               flash_attention))
-    d_sum = float(decode_sum_s(m, fmt, kvd, dev, batch, prompt, output, flash_attention, step_s=step_s))
+    d_sum, d_last = (float(x) for x in decode_sum_s(m, fmt, kvd, dev, batch, prompt, output, flash_attention,
+                                                      step_s=step_s, with_last=True))  # last step: past + output - 2
     tpot = d_sum / (output - 1) if output > 1 else d_first
     e2e = ttft_s + d_sum
     d_tot = totals(d_first_ops)

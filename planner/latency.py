@@ -30,9 +30,10 @@ def decode_step_time_s(m, fmt, kv_dtype, dev: DeviceModel, batch, past, flash_at
 
 
 def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flash_attention=True, samples=32,
-                 step_s=None):
+                 step_s=None, with_last: bool = False):
     """Sum of the output-1 decode step times; arrays broadcast (a trailing axis of samples is added).
-    step_s(batch, past) replaces the single-device step (tensor parallelism)."""
+    step_s(batch, past) replaces the single-device step (tensor parallelism). with_last: also the last step's time
+    (past = prompt + output - 2), timed in the same evaluation as the samples: (sum, last)."""
     B = np.asarray(batch, dtype=np.float64)[..., None]
     P = np.asarray(prompt, dtype=np.float64)[..., None]
     n = np.maximum(np.asarray(output, dtype=np.float64) - 1, 0)[..., None]
@@ -41,6 +42,10 @@ def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flas
     valid = j < k
     kk = np.where(k > 0, k, 1)
     past = P + np.floor((j + 0.5) * n / kk)  # bin midpoints; integer steps when n <= samples
+    if with_last:
+        past, last = np.broadcast_arrays(past, P + np.maximum(n - 1, 0))
+        past = np.concatenate([past, last[..., :1]], axis=-1)
     t = (step_s(B, past) if step_s is not None
          else decode_step_time_s(m, fmt, kv_dtype, dev, B, past, flash_attention))
-    return np.sum(np.where(valid, t, 0.0), axis=-1) * (n[..., 0] / kk[..., 0])
+    total = np.sum(np.where(valid, t[..., :samples], 0.0), axis=-1) * (n[..., 0] / kk[..., 0])
+    return (total, t[..., samples]) if with_last else total

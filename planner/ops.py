@@ -313,6 +313,6 @@ def totals(ops: list[OpCost]) -> dict[str, np.ndarray]:
     """Sum of each cost field over all ops (times their layer count)."""
     out = {}
     for field in ("flops", "weight_bytes", "act_bytes", "kv_read_bytes", "kv_write_bytes"):
-        out[field] = sum(op.count * _f(getattr(op, field)) for op in ops)
+        out[field] = sum(op.count * getattr(op, field) for op in ops) + 0.0  # floats stay floats, arrays arrays
     out["bytes"] = out["weight_bytes"] + out["act_bytes"] + out["kv_read_bytes"] + out["kv_write_bytes"]
     return out
