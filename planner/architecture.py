@@ -275,7 +275,7 @@ class ModelArch(_Frozen):
     def model_copy(self, *, update=None, deep: bool = False):
         """A copy with `update` applied; the cached layout is derived again from the new fields."""
         c = super().model_copy(update=update, deep=deep)
-        for k in ("mixers", "mlps", "mixer_counts"):
+        for k in ("mixers", "mlps", "mixer_counts", "num_moe_layers", "num_dense_layers"):
             c.__dict__.pop(k, None)
         return c
 
@@ -304,11 +304,11 @@ class ModelArch(_Frozen):
         (the serving step model times this group with it)."""
         return self.local_window if self.num_local_layers else (self.sparse.index_topk if self.sparse else None)
 
-    @property
+    @cached_property
     def num_moe_layers(self) -> int:
         return sum(1 for k in self.mlps if k == "moe")
 
-    @property
+    @cached_property
     def num_dense_layers(self) -> int:
         return sum(1 for k in self.mlps if k == "dense")
 
