@@ -54,3 +54,13 @@ def test_tp2_prompt_comm_on_mi300x_in_the_step():
     link = node_for(load_hardware("mi300x")).intra_link()
     t = float(tp_comm_time_s(m, weight_format("bf16"), 8192, 2, link))
     assert t == pytest.approx(160 * (B / 64e9 + 10e-6), rel=1e-12)   # 337 ms
+
+
+def test_gaudi3_mesh_and_tpu_torus_nodes():
+    # Gaudi 3 baseboard: 3 x 200 GbE to each of 7 peers = 75 GB/s per direction per pair, mesh; RoCE 25 us.
+    # ring all-reduce at t = 2 uses one pair: 1 x B / 75 GB/s + 25 us; at t = 8 all 7 pairs: 1.75 x B / 525 GB/s
+    assert _ar("gaudi-3", 2) == pytest.approx(B / 75e9 + 25e-6, rel=1e-12)
+    assert _ar("gaudi-3", 8) == pytest.approx(1.75 * B / 525e9 + 25e-6, rel=1e-12)
+    # TPU v6e-8: 800 GB/s bidirectional ICI per chip -> 400 GB/s per direction, as a ring at full rate; 10 us
+    assert node_for(load_hardware("tpu-v6e")).gpus_per_node == 8
+    assert _ar("tpu-v6e", 8) == pytest.approx(1.75 * B / 400e9 + 10e-6, rel=1e-12)
