@@ -315,6 +315,21 @@ def cmd_simulate(args) -> int:
         return _json_verdict(args, exc)
 
 
+def _warn_unpublished(hardware) -> None:
+    """The warning `planner estimate` gives when a device's figures rest on numbers its vendor does not publish
+    (catalog ids and spec files; unknown ones are left to the command's own one-line error)."""
+    from .errors import PlannerError
+    from .hardware import load_hardware
+
+    for h in hardware or []:
+        try:
+            w = load_hardware(h).unpublished_warning()
+        except PlannerError:
+            continue
+        if w:
+            print(f"warning: {w}", file=sys.stderr)
+
+
 def print_latency_table(s: dict, rg: dict | None = None) -> None:
     """TTFT, TPOT, end-to-end and queueing percentiles of a simulation summary, with the p95's p10-p90 range when the
     summary carries one."""
@@ -345,6 +360,7 @@ def _cmd_simulate(args) -> int:
                       max_num_batched_tokens=args.max_num_batched_tokens, chunked_prefill=args.chunked_prefill,
                       block_size=args.block_size, flash_attention=not args.no_flash_attention,
                       preemption=args.preemption, runtime=_runtime(args), engine=_check_engine(args.engine))
+    _warn_unpublished([args.hardware])
     if args.max_rate:
         ttft = args.ttft_ms or sc.ttft_p95_ms
         tpot = args.tpot_ms or sc.tpot_p95_ms

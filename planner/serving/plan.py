@@ -614,6 +614,10 @@ def plan(model, scenario: str | Scenario = "chat", qps: float | None = None, ttf
     if sc.objective == "cost" and ((table["status"] == "ok") & table["usd_per_hour"].isna()).any():
         notes.append("devices without a price are ranked after priced ones, by energy per output token ('no price')")
     res = PlanResult(m.name, sc, table, pd.DataFrame(P.rows), [], 0.0, notes)
+    if res.best is not None:  # the recommended device's figures may rest on numbers its vendor does not publish
+        w = next(s for s in specs if s.id == res.best["hardware"]).unpublished_warning()
+        if w:
+            notes.append(w)
     if recommend and res.best is not None:
         from .recommend import recommendations
 
