@@ -275,7 +275,7 @@ class ModelArch(_Frozen):
     def model_copy(self, *, update=None, deep: bool = False):
         """A copy with `update` applied; the cached layout is derived again from the new fields."""
         c = super().model_copy(update=update, deep=deep)
-        for k in ("mixers", "mlps", "mixer_counts", "num_moe_layers", "num_dense_layers"):
+        for k in ("mixers", "mlps", "mixer_counts", "num_moe_layers", "num_dense_layers", "_param_breakdown"):
             c.__dict__.pop(k, None)
         return c
 
@@ -466,6 +466,10 @@ class ModelArch(_Frozen):
     def param_breakdown(self) -> dict[str, int]:
         """Parameters by group; the parts sum to `total`. Active counts experts_per_token routed experts and
         leaves out the vision tower (not run in text decode)."""
+        return dict(self._param_breakdown)
+
+    @cached_property
+    def _param_breakdown(self) -> dict[str, int]:
         mix = self.mixers
         attn = sum(self.mixer_params(k) for k in mix if k in ATTENTION_MIXERS) - sum(
             self.ssm.params(self.hidden_size) for k in mix if k == "full+ssm")

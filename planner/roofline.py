@@ -224,6 +224,11 @@ def step_time_s(op_times: list[OpTime], dev: DeviceModel):
 
 def step_bound(op_times: list[OpTime]):
     """What the step's time goes to: 'compute' or 'memory' (time of ops limited by each), or 'overhead'."""
+    if all(np.ndim(ot.compute_s) == 0 and np.ndim(ot.memory_s) == 0 for ot in op_times):  # one configuration
+        comp = sum(float(ot.compute_s) for ot in op_times if ot.compute_s > ot.memory_s)
+        mem = sum(float(ot.memory_s) for ot in op_times if not ot.compute_s > ot.memory_s)
+        ovh = sum(float(ot.overhead_s) for ot in op_times)
+        return "overhead" if ovh > comp and ovh > mem else ("compute" if comp > mem else "memory")
     comp = sum(np.where(ot.compute_s > ot.memory_s, ot.compute_s, 0.0) for ot in op_times)
     mem = sum(np.where(ot.compute_s > ot.memory_s, 0.0, ot.memory_s) for ot in op_times)
     ovh = sum(ot.overhead_s for ot in op_times)
