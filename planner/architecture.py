@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from functools import cached_property, lru_cache
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np

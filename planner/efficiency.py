@@ -13,11 +13,11 @@ Order of precedence (the first that applies wins, and the result's `source` says
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from .catalog_index import folder_index, parsed
 from .errors import pydantic_one_line
 from .hardware import DATASHEET_EFFICIENCY, SPECS_DIR, ComputeUnit, Efficiency, HardwareSpec, default_efficiency
 from .io import read_yaml
@@ -29,20 +29,26 @@ def calibration_path(hardware_id: str) -> Path:
     return CALIBRATION_DIR / f"{hardware_id}.yaml"
 
 
-@lru_cache(maxsize=64)
-def _calibrated(path: str, unit: str) -> Efficiency | None:
+def _parse_calibration(path: str) -> dict[str, Efficiency]:
+    """unit name -> the fitted Efficiency of one calibration file (one-line error naming the file if malformed)."""
     p = Path(path)
-    if not p.exists():
+    out = {}
+    for unit, raw in ((read_yaml(p).get("units") or {}).items()):
+        try:
+            eff = Efficiency.model_validate(raw)
+        except ValidationError as exc:
+            raise pydantic_one_line(f"calibration {p}", exc) from None
+        out[unit] = eff if eff.source else eff.model_copy(update={"source": f"calibration {p.name}"})
+    return out
+
+
+def _calibrated(hardware_id: str, unit: str) -> Efficiency | None:
+    """The calibration of this device's unit, if hardware_specs/calibration/ has one (the folder is indexed once
+    per change, each file parsed once per change: a sweep over the catalog does not stat or parse per call)."""
+    p = folder_index(CALIBRATION_DIR).get(hardware_id)
+    if p is None:
         return None
-    data = read_yaml(p)
-    units = data.get("units") or {}
-    if unit not in units:
-        return None
-    try:
-        eff = Efficiency.model_validate(units[unit])
-    except ValidationError as exc:
-        raise pydantic_one_line(f"calibration {p}", exc) from None
-    return eff if eff.source else eff.model_copy(update={"source": f"calibration {p.name}"})
+    return parsed(p, _parse_calibration, "calibration").get(unit)
 
 
 def resolve_efficiency(spec: HardwareSpec, unit: ComputeUnit, mode: str | Efficiency = "auto",
@@ -60,7 +66,7 @@ def resolve_efficiency(spec: HardwareSpec, unit: ComputeUnit, mode: str | Effici
         return eff.model_copy(update={"source": f"runtime profile {prof.id} ({spec.vendor.lower()}-{unit.kind}): "
                                                 + (eff.source or "fitted")})
     if mode == "auto":
-        cal = _calibrated(str(calibration_path(spec.id)), unit.name)
+        cal = _calibrated(spec.id, unit.name)
         if cal is not None:
             return cal
     return default_efficiency(spec, unit)
@@ -75,6 +81,6 @@ def efficiency_origin(spec: HardwareSpec, unit: ComputeUnit, mode: str | Efficie
         return "datasheet"
     if runtime is not None:
         return "runtime"
-    if mode == "auto" and _calibrated(str(calibration_path(spec.id)), unit.name) is not None:
+    if mode == "auto" and _calibrated(spec.id, unit.name) is not None:
         return "calibration"
     return "device" if spec.efficiency is not None else "default"

@@ -60,6 +60,31 @@ def _stack(devs) -> _StackedDevice:
         np.array([d.matmul_cap_flops for d in devs]).reshape(shape))
 
 
+def _devices_for(fmt, specs, prof, efficiency, P, O, full):
+    """Every (device, capable unit) pair that runs `fmt`, stacked for one vectorized timing, the devices kept, and
+    per device and configuration the unit that select_unit picks for that prompt/output (the lowest
+    unit_request_proxy_s), as estimate() does. None of it depends on the model, so the sweep builds it once per
+    format."""
+    devs, keep, pick = [], [], []
+    for spec in specs:
+        units = capable_units(spec, fmt)
+        if prof is not None:  # the runtime's own unit, as estimate() picks it
+            name = prof.default_unit(spec)
+            units = [u for u in units if u.name == name] if name else units
+        if not units:
+            continue  # this device cannot run this format: no rows
+        try:
+            effs = [resolve_efficiency(spec, u, efficiency, prof) for u in units]
+        except PlannerError:
+            continue  # the runtime profile does not cover this device's class: no rows
+        first = len(devs)
+        devs += [device_model(spec, u, fmt, eff) for u, eff in zip(units, effs)]
+        proxy = np.stack([np.broadcast_to(unit_request_proxy_s(spec, u, fmt, P, O), full).ravel() for u in units])
+        pick.append(first + np.argmin(proxy, axis=0))
+        keep.append(spec)
+    return devs, keep, pick, (_stack(devs) if devs else None)
+
+
 def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), outputs=(128,), kv_dtype="fp16",
           efficiency="auto", flash_attention=True, runtime=None):
     """Evaluate the full grid; returns a pandas DataFrame with one row per configuration.
@@ -91,29 +116,13 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
     full = (nb, npr, no)
     flat_B, flat_P, flat_O = (np.broadcast_to(x, full).ravel() for x in (B, P, O))
     frames = []
+    stacks = {}  # per format: the stacked devices, kept devices and unit choice (they do not depend on the model)
     for m, fmt in itertools.product(archs, fmts):
-        # every (device, capable unit) pair is timed; each device then keeps, per configuration, the unit that
-        # select_unit picks for that prompt/output (the lowest unit_request_proxy_s), as estimate() does
-        devs, keep, pick = [], [], []
-        for spec in specs:
-            units = capable_units(spec, fmt)
-            if prof is not None:  # the runtime's own unit, as estimate() picks it
-                name = prof.default_unit(spec)
-                units = [u for u in units if u.name == name] if name else units
-            if not units:
-                continue  # this device cannot run this format: no rows
-            try:
-                effs = [resolve_efficiency(spec, u, efficiency, prof) for u in units]
-            except PlannerError:
-                continue  # the runtime profile does not cover this device's class: no rows
-            first = len(devs)
-            devs += [device_model(spec, u, fmt, eff) for u, eff in zip(units, effs)]
-            proxy = np.stack([np.broadcast_to(unit_request_proxy_s(spec, u, fmt, P, O), full).ravel() for u in units])
-            pick.append(first + np.argmin(proxy, axis=0))
-            keep.append(spec)
+        if fmt.name not in stacks:
+            stacks[fmt.name] = _devices_for(fmt, specs, prof, efficiency, P, O, full)
+        devs, keep, pick, sd = stacks[fmt.name]
         if not devs:
             continue
-        sd = _stack(devs)
         D = len(devs)
         H = len(keep)
         n = nb * npr * no

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planner.efficiency import _calibrated
+from planner.efficiency import _parse_calibration
 from planner.hardware import Efficiency, parse_hardware
 from planner.ops import decode_ops
 from planner.quantization import weight_format
@@ -195,7 +195,7 @@ def test_calibration_file_roundtrip_and_planner_reads_it(tmp_path):
     write_calibration(path, calibration_dict(res, SPEC, ["records/test-cpu/x.jsonl"], tol))
     cal = load_calibration(path)
     assert cal.hardware_id == "test-cpu" and cal.provenance["n_records"] == len(res["records"])
-    eff = _calibrated(str(path), "cpu")  # what planner.efficiency.resolve_efficiency reads for this device
+    eff = _parse_calibration(str(path))["cpu"]  # what planner.efficiency.resolve_efficiency reads for this device
     assert eff.bandwidth_fraction == pytest.approx(res["efficiency"].bandwidth_fraction)
     assert eff.class_compute_fraction == res["efficiency"].class_compute_fraction
     assert "calibration" in eff.source
