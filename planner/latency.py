@@ -8,9 +8,8 @@ Serving-benchmark definitions (vLLM benchmark_serving, GenAI-Perf):
   end-to-end latency  TTFT + the sum of the (output - 1) decode steps
 
 Decode step i (i = 1 .. output-1) attends to past = prompt + i - 1 cached tokens, so its cost grows with the
-context. The sum over steps is integrated, not taken at one point: every op's time is a convex piecewise-linear
-function of the context, so the midpoint rule over `samples` equal bins is exact on each linear piece (and exact
-outright when output - 1 <= samples).
+context. The sum over steps is taken in closed form (decode_sum_s): every op's time is the maximum of two affine
+functions of the context (constant beyond a local layer's window), and such a sum has a closed form.
 """
 
 from __future__ import annotations
@@ -29,11 +28,70 @@ def decode_step_time_s(m, fmt, kv_dtype, dev: DeviceModel, batch, past, flash_at
     return step_time_s(time_ops(decode_ops(m, fmt, kv_dtype, batch, past, flash_attention), dev), dev)
 
 
+def sum_max_affine(x0, dx, y0, dy, k):
+    """sum_{j=0}^{k-1} max(x0 + j dx, y0 + j dy), elementwise over arrays, k >= 0 integer-valued.
+
+    max(x, y) = y + max(x - y, 0); with d_j = d0 + s j (d0 = x0 - y0, s = dx - dy) the positive terms form one run of
+    consecutive j (d is affine): j > -d0/s when s > 0, j < -d0/s when s < 0, every j or none when s = 0."""
+    x0, dx, y0, dy, k = (np.asarray(v, dtype=np.float64) for v in (x0, dx, y0, dy, k))
+    d0, s = x0 - y0, dx - dy
+    total_y = k * y0 + dy * k * (k - 1) / 2
+    safe = np.where(s != 0, s, 1.0)
+    root = -d0 / safe
+    lo = np.where(s > 0, np.maximum(0.0, np.floor(root) + 1), 0.0)
+    hi = np.where(s < 0, np.minimum(k - 1, np.ceil(root) - 1), k - 1)
+    lo = np.where(s == 0, np.where(d0 > 0, 0.0, k), lo)
+    cnt = np.maximum(hi - lo + 1, 0.0)
+    return total_y + cnt * d0 + s * (lo + hi) * cnt / 2
+
+
 def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flash_attention=True, samples=32,
                  step_s=None, with_last: bool = False):
-    """Sum of the output-1 decode step times; arrays broadcast (a trailing axis of samples is added).
-    step_s(batch, past) replaces the single-device step (tensor parallelism). with_last: also the last step's time
-    (past = prompt + output - 2), timed in the same evaluation as the samples: (sum, last)."""
+    """Sum of the output-1 decode step times; arrays broadcast. with_last: also the last step's time
+    (past = prompt + output - 2): (sum, last).
+
+    Exact, in closed form: every operator's compute time C and memory time M are affine in the cached context x
+    (weight GEMMs constant; attention reads x cached keys and scores x + 1 of them), so a step's operator costs
+    max(C(x), M(x)) + overhead and sum_x max(C(x), M(x)) over x = prompt .. prompt + output - 2 is sum_max_affine
+    of the affine pieces read off the operators at x = prompt and prompt + 1. Local layers (sliding window or
+    chunked attention, sparse top-k: the model's attention_window W) are affine up to x = W - 1 and constant from
+    x = W on, where they read their value at W. step_s(batch, past) replaces the single-device step (tensor
+    parallelism); that path integrates by the midpoint rule over `samples` bins (exact on each linear piece, and
+    outright when output - 1 <= samples)."""
+    if step_s is not None:
+        return _decode_sum_sampled(batch, prompt, output, samples, step_s, with_last)
+    # every term keeps a trailing axis of length 1 (the past axis, reduced), so that device arrays shaped for a
+    # trailing axis (the sweep stacks devices as (D, 1, ..., 1)) broadcast the same way as in the step functions
+    B = np.asarray(batch, dtype=np.float64)[..., None]
+    P = np.asarray(prompt, dtype=np.float64)[..., None]
+    n = np.maximum(np.asarray(output, dtype=np.float64) - 1, 0)[..., None]
+    W = m.attention_window
+    cols = [P, P + 1, P + np.maximum(n - 1, 0)] + ([np.maximum(P, W)] if W else [])
+    past = np.concatenate(np.broadcast_arrays(*cols), axis=-1)
+    ots = time_ops(decode_ops(m, fmt, kv_dtype, B, past, flash_attention), dev)
+    step_ovh = dev.efficiency.step_overhead_ms * 1e-3
+    total = n * step_ovh
+    last = step_ovh
+    for ot in ots:
+        C, M = np.asarray(ot.compute_s, dtype=np.float64), np.asarray(ot.memory_s, dtype=np.float64)
+        shape = np.broadcast_shapes(C.shape, M.shape, past.shape)  # (a context-free op has no past axis)
+        C, M = np.broadcast_to(C, shape), np.broadcast_to(M, shape)
+        V0 = ot.overhead_s  # count x per-op overhead: independent of the context
+        C0, M0 = C[..., 0:1], M[..., 0:1]
+        dC, dM = C[..., 1:2] - C0, M[..., 1:2] - M0
+        if W and ot.op.name.endswith("_local"):
+            k1 = np.clip(W - P, 0, n)
+            total = total + sum_max_affine(C0, dC, M0, dM, k1) + (n - k1) * np.maximum(C[..., 3:4], M[..., 3:4])
+        else:
+            total = total + sum_max_affine(C0, dC, M0, dM, n)
+        total = total + n * V0
+        last = last + np.maximum(C[..., 2:3], M[..., 2:3]) + V0
+    total, last = np.asarray(total)[..., 0], np.asarray(last)[..., 0]
+    return (total, last) if with_last else total
+
+
+def _decode_sum_sampled(batch, prompt, output, samples, step_s, with_last):
+    """The midpoint rule over `samples` equal bins of the output - 1 decode steps (a trailing axis is added)."""
     B = np.asarray(batch, dtype=np.float64)[..., None]
     P = np.asarray(prompt, dtype=np.float64)[..., None]
     n = np.maximum(np.asarray(output, dtype=np.float64) - 1, 0)[..., None]
@@ -45,7 +103,6 @@ def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flas
     if with_last:
         past, last = np.broadcast_arrays(past, P + np.maximum(n - 1, 0))
         past = np.concatenate([past, last[..., :1]], axis=-1)
-    t = (step_s(B, past) if step_s is not None
-         else decode_step_time_s(m, fmt, kv_dtype, dev, B, past, flash_attention))
+    t = step_s(B, past)
     total = np.sum(np.where(valid, t[..., :samples], 0.0), axis=-1) * (n[..., 0] / kk[..., 0])
     return (total, t[..., samples]) if with_last else total

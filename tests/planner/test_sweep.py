@@ -49,3 +49,32 @@ def test_sweep_with_a_runtime_matches_estimate():
     from planner.errors import PlannerError
     with pytest.raises(PlannerError, match="runtime profile"):
         sweep(["llama-3.1-8b"], ["mi300x"], ["fp16"], runtime="llamacpp")
+
+
+@pytest.mark.parametrize("model, prompt, output", [
+    ("mistral-7b", 3990, 300),        # sliding window 4,096: the range crosses the window
+    ("gemma-3-1b", 400, 700),         # 512-token local layers, 5 of 6 layers local
+    ("gpt-oss-20b", 50, 200),         # 128-token windows on every other layer
+    ("deepseek-v3.2", 1900, 400),     # sparse attention reads the top 2,048 keys
+    ("qwen3-next-80b-a3b", 10, 500),  # DeltaNet layers: constant per step
+    ("llama-2-7b", 1, 5000),          # a long generation: 4,999 steps in one closed form
+])
+def test_closed_form_decode_sum_equals_the_step_by_step_sum(model, prompt, output):
+    # decode_sum_s sums max(C(x), M(x)) per operator in closed form; the reference adds every one of the output - 1
+    # steps at past = prompt .. prompt + output - 2. Exact up to float rounding.
+    from planner.architecture import load_model
+    from planner.efficiency import resolve_efficiency
+    from planner.hardware import load_hardware
+    from planner.latency import decode_step_time_s, decode_sum_s
+    from planner.quantization import weight_format
+    from planner.roofline import device_model, select_unit
+    import numpy as np
+
+    m, spec, f = load_model(model), load_hardware("h100-sxm"), weight_format("bf16")
+    u = select_unit(spec, f)
+    dev = device_model(spec, u, f, resolve_efficiency(spec, u, "default"))
+    for batch in (1, 64):
+        steps = decode_step_time_s(m, f, "bf16", dev, batch, prompt + np.arange(output - 1))
+        total, last = decode_sum_s(m, f, "bf16", dev, batch, prompt, output, with_last=True)
+        assert float(total) == pytest.approx(float(np.sum(steps)), rel=1e-9)
+        assert float(last) == pytest.approx(float(steps[-1]), rel=1e-12)
