@@ -70,22 +70,21 @@ def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flas
     past = np.concatenate(np.broadcast_arrays(*cols), axis=-1)
     ots = time_ops(decode_ops(m, fmt, kv_dtype, B, past, flash_attention), dev)
     step_ovh = dev.efficiency.step_overhead_ms * 1e-3
-    total = n * step_ovh
-    last = step_ovh
-    for ot in ots:
-        C, M = np.asarray(ot.compute_s, dtype=np.float64), np.asarray(ot.memory_s, dtype=np.float64)
-        shape = np.broadcast_shapes(C.shape, M.shape, past.shape)  # (a context-free op has no past axis)
-        C, M = np.broadcast_to(C, shape), np.broadcast_to(M, shape)
-        V0 = ot.overhead_s  # count x per-op overhead: independent of the context
-        C0, M0 = C[..., 0:1], M[..., 0:1]
-        dC, dM = C[..., 1:2] - C0, M[..., 1:2] - M0
-        if W and ot.op.name.endswith("_local"):
-            k1 = np.clip(W - P, 0, n)
-            total = total + sum_max_affine(C0, dC, M0, dM, k1) + (n - k1) * np.maximum(C[..., 3:4], M[..., 3:4])
-        else:
-            total = total + sum_max_affine(C0, dC, M0, dM, n)
-        total = total + n * V0
-        last = last + np.maximum(C[..., 2:3], M[..., 2:3]) + V0
+    # every operator at once: (ops, ..., columns)
+    shape = np.broadcast_shapes(past.shape, *(np.shape(ot.compute_s) for ot in ots), *(np.shape(ot.memory_s) for ot in ots))
+    C = np.stack([np.broadcast_to(np.asarray(ot.compute_s, dtype=np.float64), shape) for ot in ots])
+    M = np.stack([np.broadcast_to(np.asarray(ot.memory_s, dtype=np.float64), shape) for ot in ots])
+    ovh = sum(ot.overhead_s for ot in ots)  # count x per-op overhead: independent of the context
+    C0, M0 = C[..., 0:1], M[..., 0:1]
+    dC, dM = C[..., 1:2] - C0, M[..., 1:2] - M0
+    if W:
+        local = np.array([ot.op.name.endswith("_local") for ot in ots]).reshape((-1,) + (1,) * (C.ndim - 1))
+        k = np.where(local, np.clip(W - P, 0, n), n)
+        flat = np.where(local, (n - k) * np.maximum(C[..., 3:4], M[..., 3:4]), 0.0)
+    else:
+        k, flat = n, 0.0
+    total = np.sum(sum_max_affine(C0, dC, M0, dM, k) + flat, axis=0) + n * (ovh + step_ovh)
+    last = np.sum(np.maximum(C[..., 2:3], M[..., 2:3]), axis=0) + ovh + step_ovh
     total, last = np.asarray(total)[..., 0], np.asarray(last)[..., 0]
     return (total, last) if with_last else total
 
