@@ -12,6 +12,8 @@ import importlib
 import json
 import sys
 
+from .units import MAX_COUNT  # constants only: keeps the start-up light
+
 # modules that add subcommands (each has register(subparsers)); optional ones are skipped if absent
 _EXTENSIONS = ("validate.cli", "planner.cli_serving", "planner.cli_accuracy",
                "planner.cli_topologies")  # after cli_serving: adds --parallel/--method to its commands
@@ -25,11 +27,6 @@ _EXTRAS = {"torch": "harness", "pynvml": "harness", "triton": "harness", "stream
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse prints usage + message by default)
         self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
-
-
-# The largest count any flag takes (batch, tokens, degrees): far beyond any real deployment (a billion tokens of
-# context, a billion sequences), well inside float64's exact integers (2^53) and int64, so no arithmetic wraps.
-MAX_COUNT = 1_000_000_000
 
 
 def positive_int(text: str) -> int:

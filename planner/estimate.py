@@ -22,7 +22,7 @@ from .ops import (decode_ops, kv_bytes_per_sequence, kv_bytes_per_token, kv_byte
                   weights_source)
 from .quantization import WeightFormat, kv_dtype as norm_kv_dtype
 from .roofline import DeviceModel, OpTime, device_model, select_unit, step_bound, step_time_s, time_ops
-from .units import GB
+from .units import GB, MAX_COUNT
 
 
 class _Out(BaseModel):
@@ -243,9 +243,9 @@ def _op_reports(op_times: list[OpTime]) -> list[OpReport]:
 
 
 def _check_workload(batch: int, prompt: int, output: int):
-    for name, v, lo in (("batch", batch, 1), ("prompt", prompt, 1), ("output", output, 1)):
-        if not isinstance(v, (int,)) or isinstance(v, bool) or v < lo:
-            raise PlannerError(f"--{name}: must be an integer >= {lo}, got {v!r}")
+    for name, v in (("batch", batch), ("prompt", prompt), ("output", output)):
+        if not isinstance(v, (int,)) or isinstance(v, bool) or not 1 <= v <= MAX_COUNT:
+            raise PlannerError(f"--{name}: must be an integer between 1 and {MAX_COUNT:,}, got {v!r}")
 
 
 def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str | None = None, kv_dtype: str = "fp16",

@@ -14,6 +14,11 @@ TERA = 1e12
 MS = 1e-3
 US = 1e-6
 
+# The largest count any input takes (batch, tokens, degrees), from a flag or the Python API: far beyond any real
+# deployment (a billion tokens of context, a billion sequences), well inside float64's exact integers (2^53) and
+# int64, so no arithmetic wraps and the closed-form limits stay inside their search range.
+MAX_COUNT = 1_000_000_000
+
 
 def bytes_to_gb(n_bytes):
     """Bytes -> decimal GB (1e9)."""

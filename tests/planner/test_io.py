@@ -75,3 +75,11 @@ def test_counts_out_of_range_are_one_line(capsys, flag, value):
         main(["estimate", "-m", "llama-2-7b", "-H", "a100-40gb-sxm", flag, value])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1 and "between 1 and 1,000,000,000" in err
+
+
+def test_api_counts_have_the_cli_bound():
+    # the Python API takes the same 1..1e9 range as the flags: a prompt of 1e20 tokens (a sliding-window model's
+    # memory stays bounded, so it would otherwise "fit" beyond any search range) is a one-line error
+    from planner import estimate
+    with pytest.raises(PlannerError, match="between 1 and 1,000,000,000"):
+        estimate("phi-3-mini", "a100-40gb-sxm", prompt=10 ** 20)
