@@ -271,15 +271,6 @@ class MemoryBreakdown:
         return self.total_bytes <= self.budget and self.headroom_ok and not self.refusal
 
 
-def memory_breakdown(m, fmt, kv_dtype, batch, prompt, output, capacity_bytes, overhead_bytes, flash_attention=True):
-    """Whole prompt in one pass, window-capped KV, a given overhead: the plain physics (engine 'none')."""
-    return MemoryBreakdown(
-        weights_bytes=weight_bytes(m, fmt),
-        kv_cache_bytes=float(batch * kv_seq_bytes(m, kv_dtype, prompt + output)),
-        activations_bytes=float(activation_bytes_peak(m, fmt, batch, prompt, 0, flash_attention)),
-        overhead_bytes=overhead_bytes, capacity_bytes=capacity_bytes)
-
-
 def engine_chunk_tokens(engine: str, s: EngineSettings) -> int | None:
     """Largest prefill pass of the engine: its chunk, or None for a whole prompt in one pass."""
     if engine == "vllm":

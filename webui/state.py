@@ -84,22 +84,20 @@ def state_from_query(qp: dict, model_ids: list[str], hw_ids: list[str]) -> tuple
             return raw
         return parse
 
-    def hardware(raw):
-        ids = [h.strip() for h in raw.split(",") if h.strip()]
-        bad = [h[:60] for h in ids if h not in hw_ids]
-        if bad:
-            errors.append(f"link parameter hardware: unknown device(s) {', '.join(bad)} left out")
-        good = [h for h in ids if h in hw_ids]
-        if not good:
-            raise PlannerError("link parameter hardware: no known device")
-        return good
+    def devices(name: str, required: bool):
+        """A comma-separated device list: unknown ids are left out with a note; `required`: none left is an error."""
+        def parse(raw):
+            ids = [h.strip() for h in raw.split(",") if h.strip()]
+            bad = [h[:60] for h in ids if h not in hw_ids]
+            if bad:
+                errors.append(f"link parameter {name}: unknown device(s) {', '.join(bad)} left out")
+            good = [h for h in ids if h in hw_ids]
+            if required and not good:
+                raise PlannerError(f"link parameter {name}: no known device")
+            return good
+        return parse
 
-    def plan_hw(raw):
-        ids = [h.strip() for h in raw.split(",") if h.strip()]
-        bad = [h[:60] for h in ids if h not in hw_ids]
-        if bad:
-            errors.append(f"link parameter plan_hw: unknown device(s) {', '.join(bad)} left out")
-        return [h for h in ids if h in hw_ids]
+    hardware, plan_hw = devices("hardware", True), devices("plan_hw", False)
 
     def weights(raw):
         try:

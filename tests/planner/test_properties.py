@@ -9,7 +9,7 @@ from planner.architecture import load_model
 from planner.efficiency import resolve_efficiency
 from planner.hardware import load_hardware
 from planner.latency import decode_sum_s, prefill_time_s
-from planner.memory import memory_breakdown
+from planner.memory import plan_memory
 from planner.ops import weight_bytes
 from planner.quantization import weight_format
 from planner.roofline import device_model, select_unit
@@ -38,7 +38,9 @@ def _dev(model, hw, fmt="fp16"):
 def test_memory_and_latency_never_decrease(model, hw, b1, b2, p1, p2, o1, o2):
     (b1, b2), (p1, p2), (o1, o2) = sorted((b1, b2)), sorted((p1, p2)), sorted((o1, o2))
     m, f, dev = _dev(model, hw)
-    mem = [memory_breakdown(m, f, "fp16", b, p, o, 1e15, 1e9).total_bytes for b, p, o in ((b1, p1, o1), (b2, p2, o2))]
+    spec = load_hardware(hw)
+    mem = [plan_memory(m, f, "fp16", b, p, o, spec, capacity_bytes=1e15).total_bytes
+           for b, p, o in ((b1, p1, o1), (b2, p2, o2))]
     assert mem[0] <= mem[1]
     # TTFT grows with batch and prompt; the decode sum grows with batch, prompt and output
     assert prefill_time_s(m, f, "fp16", dev, b1, p1) <= prefill_time_s(m, f, "fp16", dev, b2, p2)
@@ -55,8 +57,9 @@ def test_fewer_bits_never_cost_more_memory(model, chain, data):
     ki = data.draw(st.integers(0, len(KV_CHAIN) - 2))
     kj = data.draw(st.integers(ki + 1, len(KV_CHAIN) - 1))
     f = weight_format("fp16")
-    a = memory_breakdown(m, f, KV_CHAIN[ki], 4, 1000, 100, 1e15, 0).kv_cache_bytes
-    b = memory_breakdown(m, f, KV_CHAIN[kj], 4, 1000, 100, 1e15, 0).kv_cache_bytes
+    spec = load_hardware("h100-sxm")
+    a = plan_memory(m, f, KV_CHAIN[ki], 4, 1000, 100, spec, capacity_bytes=1e15).kv_cache_bytes
+    b = plan_memory(m, f, KV_CHAIN[kj], 4, 1000, 100, spec, capacity_bytes=1e15).kv_cache_bytes
     assert b <= a
 
 
