@@ -10,6 +10,11 @@ def register(sub) -> None:
     p.add_argument("--out-dir", default="reports", help="where accuracy.md, accuracy.png, accuracy_rows.csv go")
     p.add_argument("--fit", action="store_true",
                    help="refit the engine profiles first and write hardware_specs/runtimes/*.yaml")
+    p.add_argument("--fit-kernels", action="store_true",
+                   help="refit the GEMM regime constants (hardware_specs/defaults/regimes.yaml) to aiconfigurator's "
+                        "measured kernel tables (optional extra: pip install 'llm-planner[kernels]') and stop")
+    p.add_argument("--kernels-root", default=None,
+                   help="with --fit-kernels: an unpacked aiconfigurator_core folder instead of the installed package")
     p.add_argument("--no-png", action="store_true", help="skip the chart (needs altair + vl-convert-python)")
     p.set_defaults(func=cmd_accuracy)
 
@@ -20,6 +25,15 @@ def cmd_accuracy(args) -> int:
     from .accuracy.benchmark import run
 
     t0 = time.perf_counter()
+    if args.fit_kernels:
+        from .accuracy.kernel_tables import write_regimes
+        path, doc = write_regimes(args.kernels_root)
+        fit = doc["provenance"]["fit"]
+        for k, v in fit.items():
+            print(f"{k:20s} median |log error| {v['median_abs_log_error']:.4f}  p90 {v['p90_abs_log_error']:.4f}  "
+                  f"({v['rows']} kernels)")
+        print(f"regime constants {doc['gemm']}; wrote {path} in {time.perf_counter() - t0:.1f} s")
+        return 0
     out = run(args.out_dir, fit=args.fit, png=not args.no_png)
     for c in out["checks"]:
         print(f"{'ok ' if c['ok'] else 'MISS'} {c['check']:38s} {c['value']:6.1f}%  (target {c['limit']}, "

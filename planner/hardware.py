@@ -51,6 +51,7 @@ HalfRows = Annotated[float, Field(ge=0, le=1e9, **_NUM)]
 OverheadRatio = Annotated[float, Field(ge=0, le=1e6, **_NUM)]          # extra time as a fraction of the time
 TflopsPerWatt = Annotated[float, Field(ge=0, le=1e3, **_NUM)]
 Year = Annotated[int, Field(ge=1990, le=2100, strict=True)]
+SmCount = Annotated[int, Field(ge=1, le=100_000, strict=True)]           # SMs / CUs per unit
 # Decimal GB the runtime sees may exceed the marketed figure: an "80 GB" HBM part is 80 GiB = 85.9e9 B.
 # 1.2 x marketed is above any binary-vs-decimal ratio (TiB/TB = 1.0995).
 VISIBLE_OVER_MARKETED_MAX = 1.2
@@ -118,8 +119,18 @@ class ComputeUnit(_Frozen):
     peak_tflops: dict[DType, PeakTflops] = Field(min_length=1)
     formats: list[str] | None = Field(None, description="weight formats this unit runs; None = every format")
     bandwidth_gbs: BandwidthGBs | None = Field(None, description="if this unit alone reaches less than memory peak")
+    sm_count: SmCount | None = Field(None, description=(
+        "streaming multiprocessors (NVIDIA) or compute units (AMD): the CTAs one wave of a kernel runs; GEMM and "
+        "decode-attention regime efficiencies (planner.regimes) apply to units that list it"))
+    sm_count_source: str | None = None
     source: str = Field(min_length=3)
     derived: str | None = None
+
+    @model_validator(mode="after")
+    def _sm_count_has_source(self):
+        if self.sm_count is not None and not self.sm_count_source:
+            raise ValueError("sm_count needs sm_count_source")
+        return self
 
 
 class CacheSpec(_Frozen):

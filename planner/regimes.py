@@ -31,9 +31,10 @@ KV / weight formats the hardware does not run natively:
 
 from __future__ import annotations
 
-import math
+from functools import lru_cache
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 RIDGE_SHARPNESS = 4.0
 GROUPED_TILE_M = 64
@@ -50,7 +51,7 @@ def small_m_efficiency(m_tokens, tile_m: int = 64):
 
 def wave_efficiency(m_tokens, n: int, sm_count: int, tile_m: int = 128, tile_n: int = 128):
     """tiles / (ceil(tiles / SMs) x SMs), tiles = ceil(M / tile_m) x ceil(N / tile_n)."""
-    tiles = np.ceil(np.asarray(m_tokens, dtype=np.float64) / tile_m) * math.ceil(n / tile_n)
+    tiles = np.ceil(np.asarray(m_tokens, dtype=np.float64) / tile_m) * np.ceil(np.asarray(n, dtype=np.float64) / tile_n)
     return tiles / (np.ceil(tiles / sm_count) * sm_count)
 
 
@@ -64,6 +65,15 @@ def ridge_rolloff_time(compute_s, memory_s, p: float = RIDGE_SHARPNESS):
     c, m = np.asarray(compute_s, dtype=np.float64), np.asarray(memory_s, dtype=np.float64)
     hi = np.maximum(np.maximum(c, m), 1e-300)
     return hi * ((c / hi) ** p + (m / hi) ** p) ** (1.0 / p)
+
+
+def tile_padding_efficiency(rows, tile_m: int):
+    """small_m_efficiency beyond one tile, 1 up to it: R / (ceil(R / tile_m) x tile_m) for R > tile_m, else 1.
+    GEMM libraries pick a GEMV / split-K / smaller-tile kernel for a GEMM of fewer rows than their tile (measured:
+    aiconfigurator's bf16 GEMMs on an H100 take the same time for M = 1..128, at 65-80% of bandwidth), so only the
+    rows past a whole tile pad: M = 129 in 128-row tiles does the work of 256 rows (129/256)."""
+    r = np.maximum(np.asarray(rows, dtype=np.float64), 1e-9)
+    return np.where(r > tile_m, small_m_efficiency(r, tile_m), 1.0)
 
 
 def grouped_gemm_efficiency(tokens_per_expert, tile_m: int = GROUPED_TILE_M):
@@ -96,3 +106,72 @@ def matmul_preferences(compute_dtypes: tuple[str, ...], weight_only: bool) -> tu
     if not weight_only:
         return compute_dtypes
     return tuple(d for d in compute_dtypes if d not in _LOW_BIT) or compute_dtypes
+
+
+# ---------------------------------------------------------------- fitted constants (hardware_specs/defaults/regimes.yaml)
+
+
+class GemmRegime(BaseModel):
+    """Shared GEMM shape constants fitted to measured kernel timings (planner/accuracy/kernel_tables.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    tile_m: int = Field(ge=1, le=1024, strict=True, description="row tile of dense weight GEMMs")
+    ridge_sharpness: float = Field(ge=1.0, le=64.0, strict=True, description="p of ridge_rolloff_time")
+    grouped_tile_m: int = Field(ge=1, le=1024, strict=True, description="row tile of grouped MoE expert GEMMs")
+    kernel_compute_fraction: dict[str, float] = Field(min_length=1, description=(
+        "GEMM dtype -> the kernel library's share of the tensor peak on large GEMMs (median over the measured "
+        "GPUs): the rate the padded tiles run at"))
+    vendors: list[str] = Field(min_length=1, description="vendors of the GPUs whose kernels the fit measured")
+
+
+class RegimeConstants(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    gemm: GemmRegime
+    provenance: dict
+
+
+def regimes_path():
+    from .hardware import SPECS_DIR
+    return SPECS_DIR / "defaults" / "regimes.yaml"
+
+
+@lru_cache(maxsize=1)
+def regime_constants() -> RegimeConstants:
+    """The committed fit (yaml.safe_load + pydantic): tile_m, tile_n, ridge sharpness p with their provenance."""
+    from .io import read_yaml, validated
+    path = regimes_path()
+    return validated(RegimeConstants, read_yaml(path), str(path))
+
+
+MEASURED_GEMM_FORMATS = ("fp16", "bf16", "fp8")  # weight formats whose GEMMs the kernel tables measure (bf16, fp8)
+
+
+def gemm_regime_for(vendor: str, sm_count: int | None, weight_format: str, dtype: str) -> GemmRegime | None:
+    """The fitted GEMM regime for a unit and weight format, or None (the engine's R / (R + half_rows) shape): it
+    applies to units that list an SM count, whose vendor's kernels the fit measured (NVIDIA only in
+    aiconfigurator's tables; an AMD CU is not an SM), and to formats whose GEMMs run in the dtype the tables
+    measured (MEASURED_GEMM_FORMATS) running in a dtype the fit has a kernel fraction for. Quantized formats run other kernels (GEMV, Marlin-style dequantizing or int8
+    kernels with their own tiles), which the tables do not measure."""
+    if sm_count is None or weight_format not in MEASURED_GEMM_FORMATS:
+        return None
+    g = regime_constants().gemm
+    return g if vendor.lower() in g.vendors and dtype in g.kernel_compute_fraction else None
+
+
+GROUPED_GEMM_OPS = ("moe_experts",)  # planner.ops names of grouped (per-expert) GEMMs: rows = tokens per expert
+
+
+def weight_gemm_time_s(compute_s, memory_s, rows, gemm: GemmRegime, kernel_compute_s, grouped: bool = False):
+    """Time of a weight GEMM on a unit the committed fit applies to (gemm_regime_for):
+
+        t_tiles = kernel_compute_s / tile_padding_efficiency(R, tile)  the padded tiles at the kernel's own rate
+        t       = (max(t_c, t_tiles)^p + t_m^p)^(1/p)                ridge roll-off (ridge_rolloff_time)
+
+    t_c = the engine's compute time (its compute_fraction stays the engine's share), kernel_compute_s = flops /
+    (peak x kernel_compute_fraction[dtype]); R = GEMM rows: tokens in the step, or tokens per expert for grouped
+    expert GEMMs (tile = grouped_tile_m). Wave quantization needs N, which an
+    OpCost does not carry (fused projections), so it is not applied here. Returns (time, compute time used)."""
+    tile = gemm.grouped_tile_m if grouped else gemm.tile_m
+    eff = tile_padding_efficiency(rows, tile)
+    t_c = np.maximum(np.asarray(compute_s, dtype=np.float64), np.asarray(kernel_compute_s, dtype=np.float64) / eff)
+    return ridge_rolloff_time(t_c, memory_s, gemm.ridge_sharpness), t_c

@@ -19,7 +19,7 @@ from .errors import PlannerError
 from .hardware import ComputeUnit, Efficiency, HardwareSpec, default_efficiency
 from .ops import ATTENTION, MATMUL, VECTOR, OpCost
 from .quantization import WeightFormat
-from .regimes import kv_read_factor, matmul_preferences
+from .regimes import GROUPED_GEMM_OPS, GemmRegime, gemm_regime_for, kv_read_factor, matmul_preferences, weight_gemm_time_s
 from .units import GB, TERA, US
 
 _CLASS_DTYPES = {
@@ -101,6 +101,8 @@ class DeviceModel:
     matmul_cap_flops: float = float("inf")  # power cap on weight GEMMs: tdp_w x matmul_tflops_per_watt (FLOP/s)
     compute_half_rows: float | None = None  # the format's GEMM half rows (efficiency.format_half_rows); None: global
     unit_dtypes: tuple[str, ...] = ()       # dtypes the unit lists a peak for (native formats; regimes.kv_read_factor)
+    gemm_regime: GemmRegime | None = None   # weight-GEMM regime curve for this unit (regimes.gemm_regime_for)
+    kernel_peak_flops: float = 0.0          # listed matmul peak x the regime's kernel_compute_fraction (FLOP/s)
 
     @property
     def eff_peak_flops(self) -> dict[str, float]:
@@ -136,8 +138,11 @@ def device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff: 
     tpw = getattr(eff, "matmul_tflops_per_watt", 0.0)
     cap = spec.power.tdp_w * tpw * TERA if (tpw > 0 and spec.power is not None) else float("inf")
     half = (getattr(eff, "format_half_rows", None) or {}).get(fmt.name, eff.compute_half_rows)
+    regime = gemm_regime_for(spec.vendor, unit.sm_count, fmt.name, dtypes[MATMUL])
+    kernel_peak = (unit.peak_tflops[dtypes[MATMUL]] * TERA * regime.kernel_compute_fraction[dtypes[MATMUL]]
+                   if regime is not None else 0.0)
     return DeviceModel(spec.id, unit.name, dtypes, peaks, bw, eff, fmt.bytes_per_weight, dq, cap, half,
-                       tuple(unit.peak_tflops))
+                       tuple(unit.peak_tflops), regime, kernel_peak)
 
 
 def fp16_accumulate_peak(unit: ComputeUnit, dtype: str) -> float:
@@ -185,7 +190,11 @@ def matmul_peak_scale(rows, half_rows, dequant_factor: float = 1.0):
 def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
     """Per-op roofline times. Weight GEMMs (matmul ops that read weights) run at
     min(peak x compute_fraction, power cap) x R / (R + compute_half_rows) / (1 + dequant_overhead[format])
-    when a runtime profile sets those (defaults: the plain peak x compute_fraction)."""
+    when a runtime profile sets those (defaults: the plain peak x compute_fraction). On a unit that lists an SM
+    count their time is regimes.weight_gemm_time_s: the compute time padded to tile_m-row tiles and combined with
+    the memory time by the ridge roll-off (t_c^p + t_m^p)^(1/p) instead of max(), constants fitted to measured
+    kernels (hardware_specs/defaults/regimes.yaml). The engine's compute_fraction stays the engine's share of the
+    peak; the regime curve only gives the shape."""
     peaks, bw = dev.eff_peak_flops, dev.eff_bandwidth_bytes_s
     ovh = dev.efficiency.kernel_overhead_us * US
     half = getattr(dev, "compute_half_rows", None)
@@ -195,15 +204,25 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
     cap = getattr(dev, "matmul_cap_flops", np.inf)
     refine = bool(np.any(half)) or np.any(np.asarray(dq) != 1.0) or np.any(np.isfinite(cap))
     kv_dq = getattr(dev.efficiency, "kv_dequant_overhead", None) or {}
+    gemm_regime = getattr(dev, "gemm_regime", None)
     out = []
     for op in ops:
         peak = peaks[op.compute]
-        if refine and op.compute == MATMUL and np.any(np.asarray(op.weight_bytes) > 0):
-            rows = gemm_rows(op, getattr(dev, "bytes_per_weight", 2.0))
-            peak = np.minimum(peak, cap) * matmul_peak_scale(rows, half, dq)
+        weight_gemm = op.compute == MATMUL and np.any(np.asarray(op.weight_bytes) > 0)
+        rows = gemm_rows(op, getattr(dev, "bytes_per_weight", 2.0)) if weight_gemm else None
+        if refine and weight_gemm:  # the regime curve replaces the engine's R / (R + half_rows) shape
+            peak = np.minimum(peak, cap) * matmul_peak_scale(rows, 0.0 if gemm_regime is not None else half, dq)
         if op.compute == ATTENTION and op.kv_dtype in kv_dq:  # converting cached K/V costs compute time
             peak = peak / (1.0 + kv_dq[op.kv_dtype])
         t, c, m = roofline_time_s(op.flops, op_bytes(op, getattr(dev, "unit_dtypes", None)), peak, bw)
+        if weight_gemm and gemm_regime is not None:  # small-M tiles and the ridge roll-off (planner.regimes)
+            t, c = weight_gemm_time_s(c, m, rows, gemm_regime,
+                                      np.asarray(op.flops, dtype=np.float64) / dev.kernel_peak_flops,
+                                      op.name in GROUPED_GEMM_OPS)
+            # both parts scaled by t / max(c, m): max(compute_s, memory_s) = time (latency.decode_sum_s sums the
+            # max of the two), their ratio (the bound) unchanged
+            stretch = t / np.maximum(np.maximum(c, m), 1e-300)
+            c, m = c * stretch, m * stretch
         out.append(OpTime(op, op.count * (t + ovh), op.count * c, op.count * m, op.count * ovh))
     return out
 

@@ -12,6 +12,10 @@ P_class and bandwidth BW:
                  (P' = the fp16-accumulate peak when e.fp16_accumulate, roofline.fp16_accumulate_peak)
   other ops:     P x cf_o = P x e.compute_fraction
 
+  on a unit the regime fit applies to (regimes.gemm_regime_for: an SM count, a vendor the kernel tables measured),
+  weight GEMMs take (max(t_c, F / (P x kernel_fraction) / small_m_efficiency(R, tile))^p + t_m^p)^(1/p) instead
+  of the max, with R / (R + half) dropped (planner.regimes.weight_gemm_time_s; constants in hardware_specs/defaults/regimes.yaml)
+
 which is planner.roofline.time_ops + step_time_s summed the way planner.latency sums decode steps (midpoint
 samples, at most 32 per row). tests/accuracy checks that this table and the planner's own path agree.
 """
@@ -26,7 +30,7 @@ from ..architecture import load_model
 from ..hardware import DATASHEET_EFFICIENCY, load_hardware
 from ..ops import MATMUL, step_ops
 from ..quantization import weight_format
-from ..regimes import kv_read_factor
+from ..regimes import GROUPED_GEMM_OPS, kv_read_factor, regime_constants, weight_gemm_time_s
 from ..roofline import device_model, fp16_accumulate_peak, gemm_rows, select_unit
 from ..units import TERA
 
@@ -106,6 +110,9 @@ class Design:
     measured_time_s: np.ndarray  # per row: the measurement as a time
     work: np.ndarray         # per row: tokens (rate metrics) or 0 (latencies)
     comm_s: np.ndarray       # per row: tensor-parallel all-reduce time (parallelism.tp_comm_time_s), not fitted
+    regime: np.ndarray       # bool: a weight GEMM on a unit the regime fit applies to (regimes.weight_gemm_time_s)
+    grouped: np.ndarray      # bool: a grouped expert GEMM (regimes.GROUPED_GEMM_OPS)
+    kernel_peak: np.ndarray  # FLOP/s of the padded tiles: datasheet peak x kernel_compute_fraction[dtype] (regime ops)
 
     def subset(self, mask_rows: np.ndarray) -> "Design":
         """The design restricted to rows where mask_rows is True (rows renumbered 0..k-1)."""
@@ -117,7 +124,8 @@ class Design:
                       self.rows_gemm[keep], self.gemm[keep], self.peak[keep], self.peak_acc16[keep], self.bw[keep],
                       self.tdp_w[keep], self.fmt[keep],
                       self.row_ops[idx], self.row_steps[idx], self.measured_time_s[idx], self.work[idx],
-                      self.comm_s[idx])
+                      self.comm_s[idx], self.regime[keep], self.grouped[keep],
+                      self.kernel_peak[keep])
 
 
 def build_design(df) -> Design:
@@ -139,17 +147,20 @@ def build_design(df) -> Design:
             row_steps[i] += w
     # device inputs per row (datasheet peaks; efficiency enters only at evaluation)
     dev_peak, dev_acc, dev_bw, dev_tdp, dev_dtypes = {}, np.zeros(n), np.zeros(n), np.zeros(n), {}
+    dev_sm, dev_kpeak = np.zeros(n, dtype=bool), np.zeros(n)
     for i, r in enumerate(recs):
         spec = load_hardware(r["hardware"])
         fmt = weight_format(r["weights"])
         dev = device_model(spec, select_unit(spec, fmt, r.get("unit")), fmt, DATASHEET_EFFICIENCY)
         dev_peak[i] = {c: p * TERA for c, p in dev.peak_tflops.items()}
         dev_dtypes[i] = dev.unit_dtypes
+        dev_sm[i] = dev.gemm_regime is not None
+        dev_kpeak[i] = dev.kernel_peak_flops
         dev_acc[i] = fp16_accumulate_peak(spec.unit(dev.unit), dev.dtypes[MATMUL]) * TERA
         dev_bw[i] = dev.bandwidth_gbs * 1e9
         dev_tdp[i] = spec.power.tdp_w if spec.power else 0.0
     parts = {k: [] for k in ("row", "weight", "flops", "bytes", "rows_gemm", "gemm", "peak", "peak_acc16", "bw", "tdp_w",
-                                     "fmt")}
+                                     "fmt", "regime", "grouped", "kernel_peak")}
     row_ops = np.zeros(n)
     comm = np.zeros(n)
     for (model, weights, kv, flash, stage, tp, hw), items in steps_by_group.items():
@@ -184,10 +195,15 @@ def build_design(df) -> Design:
             parts["bw"].append(dev_bw[ri])
             parts["tdp_w"].append(dev_tdp[ri])
             parts["fmt"].append(np.full(size, weights, dtype=object))
+            parts["regime"].append(dev_sm[ri] & is_gemm)
+            parts["grouped"].append(np.full(size, op.name in GROUPED_GEMM_OPS))
+            parts["kernel_peak"].append(dev_kpeak[ri] if is_gemm else np.zeros(size))
             np.add.at(row_ops, ri, w * op.count)
     cat = {k: np.concatenate(v) for k, v in parts.items()}
     return Design(n, cat["row"], cat["weight"], cat["flops"], cat["bytes"], cat["rows_gemm"], cat["gemm"].astype(bool),
-                  cat["peak"], cat["peak_acc16"], cat["bw"], cat["tdp_w"], cat["fmt"], row_ops, row_steps, meas, work, comm)
+                  cat["peak"], cat["peak_acc16"], cat["bw"], cat["tdp_w"], cat["fmt"], row_ops, row_steps, meas, work, comm,
+                  cat["regime"].astype(bool), cat["grouped"].astype(bool),
+                  cat["kernel_peak"])
 
 
 
@@ -196,14 +212,21 @@ def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
     kernel_overhead_us, step_overhead_ms, and per-instance dequant_factor (1 + overhead of the row's format)."""
     r = d.row
     cf = params["compute_fraction"][r]
-    half = params["compute_half_rows"][r]
+    half = np.where(d.regime, 0.0, params["compute_half_rows"][r])  # the regime curve replaces R / (R + half)
     scale = np.where(d.gemm, d.rows_gemm / np.maximum(d.rows_gemm + half, 1e-30) / params["dequant_factor"], 1.0)
     peak = np.where(params["fp16_accumulate"][r] > 0, d.peak_acc16, d.peak) * cf
     cap = d.tdp_w * params["matmul_tflops_per_watt"][r] * 1e12
     peak = np.where(d.gemm & (cap > 0), np.minimum(peak, np.where(cap > 0, cap, np.inf)), peak)
     comp = d.flops / (peak * scale)
     mem = d.bytes / (d.bw * params["bandwidth_fraction"][r])
-    t = np.bincount(r, weights=d.weight * np.maximum(comp, mem), minlength=d.n_rows)
+    op_t = np.maximum(comp, mem)
+    if np.any(d.regime):  # regimes.weight_gemm_time_s: tile padding and the ridge roll-off
+        g = regime_constants().gemm
+        for grouped in (False, True):
+            sel = d.regime & (d.grouped == grouped)
+            op_t[sel] = weight_gemm_time_s(comp[sel], mem[sel], d.rows_gemm[sel], g,
+                                           d.flops[sel] / d.kernel_peak[sel], grouped)[0]
+    t = np.bincount(r, weights=d.weight * op_t, minlength=d.n_rows)
     return (t + d.row_ops * params["kernel_overhead_us"] * 1e-6 + d.row_steps * params["step_overhead_ms"] * 1e-3
             + d.comm_s)
 

@@ -1,0 +1,283 @@
+"""Fit the regime constants of planner/regimes.py to kernel timings measured on real GPUs.
+
+Source: NVIDIA aiconfigurator (`aiconfigurator-core` on PyPI, Apache-2.0, https://github.com/ai-dynamo/aiconfigurator),
+files `aiconfigurator_core/systems/data/<system>/{gemm,moe}/trtllm/<version>/{gemm,moe}_perf.parquet`: one row per
+kernel with its shape, dtype and measured latency in ms. The package is read at fit time only (optional extra
+`kernels`, or an unpacked wheel via --kernels-root); the planner's runtime reads the committed result,
+hardware_specs/defaults/regimes.yaml.
+
+Model of one kernel (system s, dtype d; P = our spec's dense peak of d, BW = our spec's bandwidth), the one the
+planner applies (planner.regimes.weight_gemm_time_s):
+
+  t_c  = flops / (P x f_sd x tile_padding_efficiency(R, tile_m))  R = GEMM rows (M; tokens per expert for MoE)
+  t_m  = bytes / (BW x b_sd)
+  t    = (t_c^p + t_m^p)^(1/p) + t0_sd                              regimes.ridge_rolloff_time
+
+  dense GEMM (gemm_perf): flops = 2 M N K, bytes = b_in (M K + K N) + 2 M N (inputs at the dtype, bf16 out)
+  MoE (moe_perf, balanced routing, no TP/EP, gated SwiGLU experts, T tokens, E experts, top-k, hidden h, inter I):
+      touched = E (1 - (1 - k/E)^T) (planner.ops.expected_distinct_experts), R = T k / touched,
+      flops = 2 T k 3 h I, bytes = b_in touched 3 h I + 4 T h
+
+Shared constants (what the planner uses): tile_m and the ridge sharpness p from the dense tables, the grouped
+tile_m from the MoE tables at that p; each chosen on a grid by the median |log error| over all rows. Per table
+(nuisance, reported for provenance, not used at run time): f_sd (kernel share of the tensor peak), b_sd (share of
+the bandwidth), t0_sd (launch latency), fitted in log space by Levenberg-Marquardt (numpy only). For information
+the fit also reports the dense model with wave quantization over the SMs (regimes.wave_efficiency with tile_n), which
+the planner cannot apply: an OpCost carries no N (fused projections).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..hardware import load_hardware
+from ..ops import expected_distinct_experts
+from ..regimes import ridge_rolloff_time, tile_padding_efficiency, wave_efficiency
+
+PACKAGE = "aiconfigurator-core"
+# aiconfigurator system -> our spec id (systems whose spec lists an SM count)
+SYSTEMS = {"a100_sxm": "a100-80gb-sxm", "h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200",
+           "l40s": "l40s", "rtx_pro_6000_server": "rtx-pro-6000-blackwell"}
+DTYPES = {"bfloat16": ("bf16", 2.0), "fp8": ("fp8", 1.0)}   # table dtype -> (spec peak dtype, input bytes)
+BACKEND = "trtllm"
+VERSIONS = ("1.3.0rc20", "1.0.0")                           # first present per system (A100: 1.0.0 only)
+SHAPES = (1024, 2048, 4096, 8192, 16384)                   # dense N and K kept (LLM layer sizes)
+MOE_KERNEL = "moe_torch_flow_cutlass"                       # gated (SwiGLU) experts
+TILE_M_GRID = (8, 16, 32, 64, 128, 256)
+TILE_N_GRID = (32, 64, 128, 256)
+P_GRID = (1.5, 2.0, 2.5, 3.0, 4.0, 6.0, 8.0)
+
+
+def package_root() -> Path:
+    """The installed aiconfigurator_core package folder (optional extra `kernels`)."""
+    try:
+        import aiconfigurator_core  # noqa: F401 (fit time only)
+    except ImportError as exc:
+        raise SystemExit("--fit-kernels needs the optional extra: pip install 'llm-planner[kernels]' "
+                         f"({PACKAGE}), or --kernels-root DIR of an unpacked wheel") from exc
+    return Path(aiconfigurator_core.__file__).resolve().parent
+
+
+def package_version(root: Path) -> str:
+    meta = next(root.parent.glob("aiconfigurator_core-*.dist-info/METADATA"), None)
+    if meta is not None:
+        return next((ln.split(":", 1)[1].strip() for ln in meta.read_text().splitlines()
+                     if ln.startswith("Version:")), "unknown")
+    from importlib.metadata import version
+    return version(PACKAGE)
+
+
+def table_files(root: Path, kind: str) -> dict[str, Path]:
+    """{system: systems/data/<system>/<kind>/trtllm/<version>/<kind>_perf.parquet}, first version of VERSIONS."""
+    out = {}
+    for system in SYSTEMS:
+        for v in VERSIONS:
+            path = root / "systems" / "data" / system / kind / BACKEND / v / f"{kind}_perf.parquet"
+            if path.exists():
+                out[system] = path
+                break
+    return out
+
+
+def _read(path: Path):
+    import pandas as pd
+    return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+
+
+def load_gemm_rows(files: dict[str, Path]):
+    """One DataFrame: system, dtype, rows (M), n, flops, bytes, latency_ms (dtypes in DTYPES, N and K in SHAPES)."""
+    import pandas as pd
+    parts = []
+    for system, path in files.items():
+        d = _read(path)
+        d = d[d["gemm_dtype"].isin(list(DTYPES)) & d["n"].isin(SHAPES) & d["k"].isin(SHAPES)]
+        m, n, k = (d[c].astype(float) for c in ("m", "n", "k"))
+        b_in = d["gemm_dtype"].map(lambda x: DTYPES[x][1])
+        parts.append(pd.DataFrame({"system": system, "dtype": d["gemm_dtype"], "rows": m, "n": n,
+                                   "flops": 2 * m * n * k, "bytes": b_in * (m * k + k * n) + 2 * m * n,
+                                   "latency_ms": d["latency"]}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def load_moe_rows(files: dict[str, Path]):
+    """One DataFrame as load_gemm_rows for the MoE tables (balanced routing, moe_tp = moe_ep = 1, MOE_KERNEL);
+    rows = tokens per touched expert, n = 0 (no wave term)."""
+    import pandas as pd
+    parts = []
+    for system, path in files.items():
+        d = _read(path)
+        d = d[(d["distribution"] == "balanced") & (d["moe_tp_size"] == 1) & (d["moe_ep_size"] == 1)
+              & (d["kernel_source"] == MOE_KERNEL) & d["moe_dtype"].isin(list(DTYPES))]
+        if d.empty:
+            continue
+        t, h, inter, k, e = (d[c].astype(float).to_numpy() for c in
+                             ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts"))
+        touched = np.array([float(expected_distinct_experts(int(ei), int(ki), ti)) for ei, ki, ti in zip(e, k, t)])
+        b_in = d["moe_dtype"].map(lambda x: DTYPES[x][1]).to_numpy()
+        parts.append(pd.DataFrame({"system": system, "dtype": d["moe_dtype"].to_numpy(), "rows": t * k / touched,
+                                   "n": 0.0, "flops": 2 * t * k * 3 * h * inter,
+                                   "bytes": b_in * touched * 3 * h * inter + 4 * t * h,
+                                   "latency_ms": d["latency"].to_numpy()}))
+    return pd.concat(parts, ignore_index=True)
+
+
+@dataclass
+class Table:
+    """One (system, dtype) table as arrays, with our spec's peak (FLOP/s), bandwidth (B/s) and SM count."""
+
+    system: str
+    dtype: str
+    rows: np.ndarray
+    n: np.ndarray
+    flops: np.ndarray
+    bytes: np.ndarray
+    t_s: np.ndarray
+    peak: float
+    bw: float
+    sms: int
+
+
+def tables(df) -> list[Table]:
+    out = []
+    for (system, dtype), g in df.groupby(["system", "dtype"], sort=True):
+        spec = load_hardware(SYSTEMS[system])
+        unit = spec.units[0]
+        peak_dtype = DTYPES[dtype][0]
+        if peak_dtype not in unit.peak_tflops or unit.sm_count is None:
+            continue
+        col = {c: g[c].to_numpy(dtype=np.float64) for c in ("rows", "n", "flops", "bytes", "latency_ms")}
+        out.append(Table(system, dtype, col["rows"], col["n"], col["flops"], col["bytes"], col["latency_ms"] * 1e-3,
+                         unit.peak_tflops[peak_dtype] * 1e12, spec.memory.bandwidth_gbs * 1e9, unit.sm_count))
+    return out
+
+
+def kernel_time_s(tb: Table, f: float, b: float, t0_s: float, tile_m: int, tile_n: int, p: float) -> np.ndarray:
+    """The module docstring's model; tile_n > 0 adds wave quantization (regimes.wave_efficiency)."""
+    eff = tile_padding_efficiency(tb.rows, tile_m)
+    if tile_n:
+        eff = eff * wave_efficiency(tb.rows, tb.n, tb.sms, tile_m, tile_n)
+    return ridge_rolloff_time(tb.flops / (tb.peak * f * eff), tb.bytes / (tb.bw * b), p) + t0_s
+
+
+def _fit_table(tb: Table, tile_m: int, tile_n: int, p: float, iters: int = 40):
+    """(f, b, t0_s, log residuals): Levenberg-Marquardt on log(pred / measured), x = (logit f, logit b, log t0)."""
+    def unpack(x):
+        x = np.clip(x, -30.0, 30.0)
+        return 1 / (1 + np.exp(-x[0])), 1 / (1 + np.exp(-x[1])), np.exp(x[2])
+
+    def res(x):
+        return np.log(kernel_time_s(tb, *unpack(x), tile_m, tile_n, p) / tb.t_s)
+
+    x = np.array([1.4, 1.4, np.log(3e-6)])  # f = b = 0.8, t0 = 3 us
+    lam, r = 1e-2, res(x)
+    for _ in range(iters):
+        jac = np.stack([(res(x + e) - r) / 1e-6 for e in np.eye(3) * 1e-6], axis=1)
+        g, h = jac.T @ r, jac.T @ jac
+        step = np.linalg.solve(h + lam * np.diag(np.diag(h) + 1e-12), -g)
+        r_new = res(x + step)
+        if r_new @ r_new < r @ r:
+            x, r, lam = x + step, r_new, lam / 3
+        else:
+            lam *= 5
+    f, b, t0 = unpack(x)
+    return float(f), float(b), float(t0), r
+
+
+def fit_shape(tbs: list[Table], grid: list[tuple[int, int, float]]) -> dict:
+    """The grid point (tile_m, tile_n, p) with the lowest median |log error| over all rows of all tables, each
+    table with its own (f, b, t0); with the residual summary and the per-table nuisance fits."""
+    best = None
+    for tile_m, tile_n, p in grid:
+        fits = [_fit_table(tb, tile_m, tile_n, p) for tb in tbs]
+        err = np.abs(np.concatenate([r for *_, r in fits]))
+        if best is None or np.median(err) < best[0]:
+            best = (float(np.median(err)), (tile_m, tile_n, p), fits, err)
+    score, (tile_m, tile_n, p), fits, err = best
+    return {"tile_m": int(tile_m), "tile_n": int(tile_n), "ridge_sharpness": float(p), "rows": int(len(err)),
+            "median_abs_log_error": round(score, 4), "p90_abs_log_error": round(float(np.quantile(err, 0.9)), 4),
+            "tables": {f"{tb.system}/{tb.dtype}": {
+                "rows": int(len(tb.t_s)), "compute_fraction": round(fc, 4), "bandwidth_fraction": round(bf, 4),
+                "launch_us": round(t0 * 1e6, 3), "median_abs_log_error": round(float(np.median(np.abs(r))), 4)}
+                for tb, (fc, bf, t0, r) in zip(tbs, fits)}}
+
+
+def _summary(res: dict) -> dict:
+    return {k: res[k] for k in ("rows", "median_abs_log_error", "p90_abs_log_error")}
+
+
+def fit_all(gemm_tbs: list[Table], moe_tbs: list[Table]) -> dict:
+    """Dense: tile_m and p (the planner's model); the plain roofline (max(), no tiles) and the wave variant for
+    comparison. MoE: the grouped tile_m at the dense p."""
+    dense = fit_shape(gemm_tbs, [(tm, 0, p) for tm in TILE_M_GRID for p in P_GRID])
+    p = dense["ridge_sharpness"]
+    plain = fit_shape(gemm_tbs, [(1, 0, 64.0)])
+    wave = fit_shape(gemm_tbs, [(tm, tn, p) for tm in TILE_M_GRID for tn in TILE_N_GRID])
+    out = {"gemm": dense, "gemm_plain_roofline": _summary(plain),
+           "gemm_with_waves": {"tile_m": wave["tile_m"], "tile_n": wave["tile_n"], **_summary(wave)}}
+    if moe_tbs:
+        out["moe"] = fit_shape(moe_tbs, [(tm, 0, p) for tm in TILE_M_GRID])
+        out["moe_plain_roofline"] = _summary(fit_shape(moe_tbs, [(1, 0, 64.0)]))
+    return out
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def fit_regimes_document(gemm_files: dict[str, Path], moe_files: dict[str, Path], version: str,
+                         root: Path | None = None) -> dict:
+    """The regimes.yaml document: fitted constants with their provenance."""
+    res = fit_all(tables(load_gemm_rows(gemm_files)), tables(load_moe_rows(moe_files)) if moe_files else [])
+
+    def files(fs):
+        return {s: {"path": str(p.relative_to(root)) if root else p.name, "sha256": sha256(p), "spec": SYSTEMS[s]}
+                for s, p in fs.items()}
+
+    # the kernel library's share of the peak per dtype: median over the GPUs of each table's f (fp16 = bf16 rate)
+    fracs = {}
+    for key, v in res["gemm"]["tables"].items():
+        fracs.setdefault(DTYPES[key.split("/")[1]][0], []).append(v["compute_fraction"])
+    kernel_fraction = {d: round(float(np.median(v)), 4) for d, v in sorted(fracs.items())}
+    if "bf16" in kernel_fraction:
+        kernel_fraction["fp16"] = kernel_fraction["bf16"]
+    vendors = sorted({load_hardware(SYSTEMS[s]).vendor.lower() for s in gemm_files})
+    doc = {"gemm": {"tile_m": res["gemm"]["tile_m"], "ridge_sharpness": res["gemm"]["ridge_sharpness"],
+                    "grouped_tile_m": res["moe"]["tile_m"] if "moe" in res else res["gemm"]["tile_m"],
+                    "kernel_compute_fraction": kernel_fraction, "vendors": vendors},
+           "provenance": {
+               "source": f"NVIDIA aiconfigurator, PyPI {PACKAGE}=={version} (Apache-2.0; "
+                         "https://github.com/ai-dynamo/aiconfigurator): kernel timings measured on the GPUs named",
+               "gemm_files": files(gemm_files), "moe_files": files(moe_files),
+               "selection": f"backend {BACKEND}; dtypes {sorted(DTYPES)}; dense N and K in {list(SHAPES)}, every M; "
+                            f"MoE {MOE_KERNEL}, balanced routing, moe_tp = moe_ep = 1",
+               "model": "t = ((flops / (P f tile_padding_efficiency(R, tile_m)))^p + (bytes / (BW b))^p)^(1/p) + t0; "
+                        "tile_m, p (dense) and grouped_tile_m (MoE) shared, f, b, t0 per table "
+                        "(planner/accuracy/kernel_tables.py)",
+               "grid": {"tile_m": list(TILE_M_GRID), "ridge_sharpness": list(P_GRID)},
+               "fit": res,
+               "fitted": _dt.date.today().isoformat(),
+               "command": "python -m planner accuracy --fit-kernels [--kernels-root DIR]",
+           }}
+    return doc
+
+
+def write_regimes(kernels_root: str | Path | None = None) -> tuple[Path, dict]:
+    """Fit on the installed package (or an unpacked aiconfigurator_core folder) and write regimes.yaml atomically."""
+    from ..io import atomic_write_yaml
+    from ..regimes import RegimeConstants, regime_constants, regimes_path
+    root = Path(kernels_root).resolve() if kernels_root else package_root()
+    gemm, moe = table_files(root, "gemm"), table_files(root, "moe")
+    if not gemm:
+        raise SystemExit(f"--kernels-root: no systems/data/<system>/gemm/{BACKEND}/<version>/gemm_perf.parquet "
+                         f"under {root}")
+    doc = fit_regimes_document(gemm, moe, package_version(root), root.parent)
+    RegimeConstants.model_validate(doc)
+    path = regimes_path()
+    atomic_write_yaml(path, doc)
+    regime_constants.cache_clear()
+    return path, doc
