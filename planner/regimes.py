@@ -1,6 +1,20 @@
 """Regime efficiencies: how much of a peak a kernel reaches as a function of its shape, with formulas a reader can
 check by hand. Pure functions of numbers; planner/roofline.py applies the ones the device specs carry inputs for.
 
+What the cost model applies (roofline.time_ops, accuracy/predict.py), with constants fitted to kernel timings NVIDIA
+measured on A100/H100/H200/B200/L40S/RTX PRO 6000 (aiconfigurator-core, planner/accuracy/kernel_tables.py; data in
+hardware_specs/defaults/regimes.yaml: tile_m 128, p 2.5, grouped tile 64, kernel share of the peak bf16 0.75,
+fp8 0.54), to fp16/bf16/fp8 weight GEMMs on NVIDIA units that list an SM count (gemm_regime_for):
+
+  t_c    = flops / (peak x engine compute_fraction)                the engine's share (runtime profile)
+  t_tile = flops / (peak x kernel_compute_fraction[dtype]) / tile_padding_efficiency(R, tile)
+  t      = (max(t_c, t_tile)^p + t_m^p)^(1/p)                       weight_gemm_time_s, p = ridge_sharpness
+  e.g. R = 129 rows in 128-row tiles: tile_padding_efficiency = 129/256; at the ridge (t_c = t_m) p = 2.5 costs
+  2^(1/2.5) = 1.32x the plain max().
+
+Other units, quantized formats (GEMV / dequantizing kernels the tables do not measure) and the constants below
+keep today's behaviour. Wave quantization is fitted for information only: an OpCost carries no N.
+
 GEMM (C[M x N] = A[M x K] B[K x N], M = tokens in the step, tiles tile_m x tile_n, one tile per SM at a time):
   small-M tiles      eff_m    = M / (ceil(M / tile_m) x tile_m)          padded rows do no useful work
   wave quantization  tiles    = ceil(M / tile_m) x ceil(N / tile_n);  waves = ceil(tiles / SMs)

@@ -181,9 +181,14 @@ def _fit_table(tb: Table, tile_m: int, tile_n: int, p: float, iters: int = 40):
         step = np.linalg.solve(h + lam * np.diag(np.diag(h) + 1e-12), -g)
         r_new = res(x + step)
         if r_new @ r_new < r @ r:
+            done = r @ r - r_new @ r_new < 1e-9 * (r @ r)
             x, r, lam = x + step, r_new, lam / 3
+            if done:
+                break
         else:
             lam *= 5
+            if lam > 1e8:
+                break
     f, b, t0 = unpack(x)
     return float(f), float(b), float(t0), r
 

@@ -60,3 +60,89 @@ def test_trtllm_profile_does_not_cap_b200():
     compute_fraction x 4,500 TFLOP/s."""
     from planner.runtimes import load_runtime
     assert all(c.efficiency.matmul_tflops_per_watt == 0 for c in load_runtime("trtllm").classes)
+
+
+# ---------------------------------------------------------------- regime curves fitted to measured kernels
+
+
+def _regime(**kw):
+    base = dict(tile_m=128, ridge_sharpness=2.5, grouped_tile_m=64, kernel_compute_fraction={"bf16": 0.75},
+                vendors=["nvidia"])
+    return regimes.GemmRegime(**{**base, **kw})
+
+
+def test_tile_padding_only_past_one_tile():
+    # up to one tile the library runs a GEMV / smaller tile: no padding; M = 129 in 128-row tiles pays 256 rows
+    assert regimes.tile_padding_efficiency(1, 128) == 1.0
+    assert regimes.tile_padding_efficiency(128, 128) == 1.0
+    assert regimes.tile_padding_efficiency(129, 128) == pytest.approx(129 / 256)
+    assert regimes.tile_padding_efficiency(300, 128) == pytest.approx(300 / 384)
+
+
+def test_weight_gemm_time_by_hand():
+    g = _regime()
+    # t_c = t_m = 1 ms, 1024 rows (whole tiles), kernel compute 0.5 ms: t = (1 + 1)^(1/2.5) = 2^0.4 ms
+    t, c = regimes.weight_gemm_time_s(1e-3, 1e-3, 1024, g, 0.5e-3)
+    assert float(t) == pytest.approx(2 ** 0.4 * 1e-3, rel=1e-12)
+    assert float(c) == pytest.approx(1e-3)
+    # 129 rows: the padded tiles take 0.8 ms x 256 / 129 = 1.5876 ms > t_c = 1 ms; t_m = 1 ms
+    t_tile = 0.8e-3 * 256 / 129
+    t, c = regimes.weight_gemm_time_s(1e-3, 1e-3, 129, g, 0.8e-3)
+    assert float(c) == pytest.approx(t_tile)
+    assert float(t) == pytest.approx((t_tile ** 2.5 + 1e-3 ** 2.5) ** 0.4, rel=1e-12)
+    # grouped expert GEMM, 65 tokens per expert in 64-row tiles: 65 / 128
+    t, c = regimes.weight_gemm_time_s(0.0, 1e-9, 65, g, 1e-3, grouped=True)
+    assert float(c) == pytest.approx(1e-3 * 128 / 65)
+
+
+def test_committed_regime_constants_load_with_provenance():
+    c = regimes.regime_constants()
+    assert (c.gemm.tile_m, c.gemm.ridge_sharpness, c.gemm.grouped_tile_m) == (128, 2.5, 64)
+    assert c.gemm.vendors == ["nvidia"] and set(c.gemm.kernel_compute_fraction) == {"bf16", "fp16", "fp8"}
+    assert 0.3 < c.gemm.kernel_compute_fraction["fp8"] < c.gemm.kernel_compute_fraction["bf16"] < 1
+    prov = c.provenance
+    assert "aiconfigurator-core==0.12.0" in prov["source"] and "Apache-2.0" in prov["source"]
+    assert prov["gemm_files"]["h100_sxm"]["spec"] == "h100-sxm" and len(prov["gemm_files"]["h100_sxm"]["sha256"]) == 64
+    # the fitted shape beats the plain roofline on the kernels it was fitted to
+    fit = prov["fit"]
+    assert fit["gemm"]["median_abs_log_error"] < fit["gemm_plain_roofline"]["median_abs_log_error"]
+    assert fit["moe"]["median_abs_log_error"] < fit["moe_plain_roofline"]["median_abs_log_error"]
+
+
+def test_regime_applies_to_nvidia_fp16_bf16_fp8_with_an_sm_count():
+    assert regimes.gemm_regime_for("NVIDIA", 132, "bf16", "bf16") is not None
+    assert regimes.gemm_regime_for("NVIDIA", 132, "fp8", "fp8") is not None
+    assert regimes.gemm_regime_for("NVIDIA", None, "bf16", "bf16") is None   # no SM count: today's roofline
+    assert regimes.gemm_regime_for("AMD", 304, "bf16", "bf16") is None       # kernels of another vendor
+    assert regimes.gemm_regime_for("NVIDIA", 132, "q4_0", "fp16") is None    # GEMV / dequantizing kernels
+    assert regimes.gemm_regime_for("NVIDIA", 132, "fp8", "fp4") is None      # no kernel fraction for the dtype
+
+
+def test_h100_prefill_gemm_by_hand():
+    """One bf16 GEMM of 4096 tokens x 1e8 parameters on an H100 SXM (989.4 TFLOP/s, 3,350 GB/s), engine fractions
+    0.7 / 0.8: t_c = 2 x 4096 x 1e8 / (989.4e12 x 0.7), the 128-row tiles at 0.748 are faster (4096 is whole
+    tiles), t_m = 2e8 / (3350e9 x 0.8); t = (t_c^2.5 + t_m^2.5)^(1/2.5)."""
+    from planner.hardware import Efficiency, load_hardware
+    from planner.ops import OpCost
+    from planner.quantization import weight_format
+    from planner.roofline import device_model, time_ops
+
+    spec = load_hardware("h100-sxm")
+    dev = device_model(spec, spec.units[0], weight_format("bf16"), Efficiency(bandwidth_fraction=0.8,
+                                                                             compute_fraction=0.7))
+    assert dev.gemm_regime is not None and spec.units[0].sm_count == 132
+    (ot,) = time_ops([OpCost("mlp", "prefill", 1, 2 * 4096 * 1e8, 2e8, 0.0)], dev)
+    t_c, t_m = 2 * 4096 * 1e8 / (989.4e12 * 0.7), 2e8 / (3350e9 * 0.8)
+    t = (t_c ** 2.5 + t_m ** 2.5) ** 0.4
+    assert float(ot.time_s) == pytest.approx(t, rel=1e-9)
+    assert max(float(ot.compute_s), float(ot.memory_s)) == pytest.approx(t, rel=1e-9)  # decode_sum_s reads these
+    assert float(ot.compute_s) / float(ot.memory_s) == pytest.approx(t_c / t_m, rel=1e-9)
+
+
+def test_sm_count_needs_a_source():
+    from pydantic import ValidationError
+
+    from planner.hardware import ComputeUnit
+    with pytest.raises(ValidationError, match="sm_count_source"):
+        ComputeUnit(name="gpu", kind="gpu", peak_tflops={"bf16": 100.0}, source="datasheet", sm_count=132)
+    assert ComputeUnit(name="gpu", kind="gpu", peak_tflops={"bf16": 100.0}, source="datasheet").sm_count is None
