@@ -95,14 +95,15 @@ def grouped_gemm_efficiency(tokens_per_expert, tile_m: int = GROUPED_TILE_M):
     return small_m_efficiency(np.maximum(np.asarray(tokens_per_expert, dtype=np.float64), 1e-9), tile_m)
 
 
-def decode_attention_efficiency(batch, kv_heads: int, context, sm_count: int, split_kv: bool = True,
-                                chunk: int = SPLIT_KV_CHUNK):
-    """Share of bandwidth a decode attention kernel can use: min(1, CTAs / SMs), CTAs = batch x kv_heads
-    (x ceil(context / chunk) with split-KV)."""
-    ctas = np.asarray(batch, dtype=np.float64) * kv_heads
+def decode_attention_efficiency(batch, kv_heads, context, sm_count: int, split_kv: bool = True,
+                                chunk: int = SPLIT_KV_CHUNK, ctas_per_sm: float = 1.0):
+    """Share of bandwidth a decode attention kernel can use: min(1, CTAs / (SMs x ctas_per_sm)), CTAs = batch x
+    kv_heads (x ceil(context / chunk) with split-KV); ctas_per_sm = resident CTAs per SM it takes to saturate
+    bandwidth (occupancy)."""
+    ctas = np.asarray(batch, dtype=np.float64) * np.asarray(kv_heads, dtype=np.float64)
     if split_kv:
         ctas = ctas * np.ceil(np.asarray(context, dtype=np.float64) / chunk)
-    return np.minimum(1.0, ctas / sm_count)
+    return np.minimum(1.0, ctas / (sm_count * ctas_per_sm))
 
 
 def kv_read_factor(unit_peak_dtypes, kv_dtype: str | None) -> float:
@@ -138,9 +139,22 @@ class GemmRegime(BaseModel):
     vendors: list[str] = Field(min_length=1, description="vendors of the GPUs whose kernels the fit measured")
 
 
+class DecodeAttentionRegime(BaseModel):
+    """Split-KV decode attention constants fitted to measured kernels (decode_attention_efficiency's chunk and
+    ctas_per_sm); recorded, not applied: an OpCost carries no kv_heads, and the fit is no better than the plain
+    bandwidth roofline the planner uses (provenance.fit.decode_attention: 0.163 vs 0.163 median |log error|; without
+    split-KV 0.44). The fit is flat for chunks <= 128 (32 is the grid's edge, not identified): TensorRT-LLM's
+    split-KV kernels saturate bandwidth from 256 tokens of context on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    split_kv_chunk: int = Field(ge=0, le=1 << 20, strict=True, description="tokens per split-KV chunk; 0 = none")
+    ctas_per_sm: float = Field(gt=0, le=64, description="resident CTAs per SM that saturate bandwidth")
+
+
 class RegimeConstants(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     gemm: GemmRegime
+    decode_attention: DecodeAttentionRegime | None = None
     provenance: dict
 
 

@@ -24,6 +24,13 @@ tile_m from the MoE tables at that p; each chosen on a grid by the median |log e
 the bandwidth), t0_sd (launch latency), fitted in log space by Levenberg-Marquardt (numpy only). For information
 the fit also reports the dense model with wave quantization over the SMs (regimes.wave_efficiency with tile_n), which
 the planner cannot apply: an OpCost carries no N (fused projections).
+
+Decode attention (attention/trtllm/<version>/generation_attention_perf.parquet; full attention, head_dim 128,
+heads <= 8 x kv_heads, context >= MIN_CONTEXT): t = bytes / (BW x b x decode_attention_efficiency(batch, kv_heads,
+context, SMs; split_kv_chunk, ctas_per_sm)) + t0, bytes = batch x kv_heads x context x 128 x 2 x kv bytes (+ query
+and output); chunk (0 = no split-KV) and CTAs per SM on a grid, b and t0 per table. Reported with the no-split-KV and
+plain-bandwidth fits: the planner keeps the plain bandwidth model for decode attention where the split-KV fit does
+no better.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ import numpy as np
 
 from ..hardware import load_hardware
 from ..ops import expected_distinct_experts
-from ..regimes import ridge_rolloff_time, tile_padding_efficiency, wave_efficiency
+from ..regimes import decode_attention_efficiency, ridge_rolloff_time, tile_padding_efficiency, wave_efficiency
 
 PACKAGE = "aiconfigurator-core"
 # aiconfigurator system -> our spec id (systems whose spec lists an SM count)
@@ -72,12 +79,13 @@ def package_version(root: Path) -> str:
     return version(PACKAGE)
 
 
-def table_files(root: Path, kind: str) -> dict[str, Path]:
-    """{system: systems/data/<system>/<kind>/trtllm/<version>/<kind>_perf.parquet}, first version of VERSIONS."""
+def table_files(root: Path, kind: str, name: str | None = None) -> dict[str, Path]:
+    """{system: systems/data/<system>/<kind>/trtllm/<version>/<name or kind_perf.parquet>}, first version of
+    VERSIONS."""
     out = {}
     for system in SYSTEMS:
         for v in VERSIONS:
-            path = root / "systems" / "data" / system / kind / BACKEND / v / f"{kind}_perf.parquet"
+            path = root / "systems" / "data" / system / kind / BACKEND / v / (name or f"{kind}_perf.parquet")
             if path.exists():
                 out[system] = path
                 break
@@ -164,19 +172,12 @@ def kernel_time_s(tb: Table, f: float, b: float, t0_s: float, tile_m: int, tile_
     return ridge_rolloff_time(tb.flops / (tb.peak * f * eff), tb.bytes / (tb.bw * b), p) + t0_s
 
 
-def _fit_table(tb: Table, tile_m: int, tile_n: int, p: float, iters: int = 40):
-    """(f, b, t0_s, log residuals): Levenberg-Marquardt on log(pred / measured), x = (logit f, logit b, log t0)."""
-    def unpack(x):
-        x = np.clip(x, -30.0, 30.0)
-        return 1 / (1 + np.exp(-x[0])), 1 / (1 + np.exp(-x[1])), np.exp(x[2])
-
-    def res(x):
-        return np.log(kernel_time_s(tb, *unpack(x), tile_m, tile_n, p) / tb.t_s)
-
-    x = np.array([1.4, 1.4, np.log(3e-6)])  # f = b = 0.8, t0 = 3 us
-    lam, r = 1e-2, res(x)
+def _levenberg_marquardt(res, x0: np.ndarray, iters: int = 40) -> tuple[np.ndarray, np.ndarray]:
+    """(x, residuals) minimising sum res(x)^2: Levenberg-Marquardt with a forward-difference Jacobian."""
+    x, lam = np.asarray(x0, dtype=np.float64), 1e-2
+    r = res(x)
     for _ in range(iters):
-        jac = np.stack([(res(x + e) - r) / 1e-6 for e in np.eye(3) * 1e-6], axis=1)
+        jac = np.stack([(res(x + e) - r) / 1e-6 for e in np.eye(len(x)) * 1e-6], axis=1)
         g, h = jac.T @ r, jac.T @ jac
         step = np.linalg.solve(h + lam * np.diag(np.diag(h) + 1e-12), -g)
         r_new = res(x + step)
@@ -189,6 +190,17 @@ def _fit_table(tb: Table, tile_m: int, tile_n: int, p: float, iters: int = 40):
             lam *= 5
             if lam > 1e8:
                 break
+    return x, r
+
+
+def _fit_table(tb: Table, tile_m: int, tile_n: int, p: float):
+    """(f, b, t0_s, log residuals): Levenberg-Marquardt on log(pred / measured), x = (logit f, logit b, log t0)."""
+    def unpack(x):
+        x = np.clip(x, -30.0, 30.0)
+        return 1 / (1 + np.exp(-x[0])), 1 / (1 + np.exp(-x[1])), np.exp(x[2])
+
+    x, r = _levenberg_marquardt(lambda x: np.log(kernel_time_s(tb, *unpack(x), tile_m, tile_n, p) / tb.t_s),
+                                np.array([1.4, 1.4, np.log(3e-6)]))  # f = b = 0.8, t0 = 3 us
     f, b, t0 = unpack(x)
     return float(f), float(b), float(t0), r
 
@@ -230,14 +242,101 @@ def fit_all(gemm_tbs: list[Table], moe_tbs: list[Table]) -> dict:
     return out
 
 
+# ---------------------------------------------------------------- decode attention (split-KV occupancy)
+ATTENTION_TABLE = "generation_attention_perf.parquet"
+KV_DTYPES = {"bfloat16": 2.0, "fp8": 1.0}
+CHUNK_GRID = (0, 32, 64, 128, 256, 512, 1024, 2048, 4096)   # 0 = no split-KV
+CTAS_PER_SM_GRID = (1, 2, 4, 8)
+MIN_CONTEXT = 256   # shorter contexts are launch- and per-sequence-bound, not a regime the planner's KV read models
+
+
+@dataclass
+class AttentionTable:
+    """Decode attention of one (system, KV dtype): one query per sequence reads batch x kv_heads x context
+    x head_dim x 2 (K and V) cached elements."""
+
+    system: str
+    kv_dtype: str
+    batch: np.ndarray
+    kv_heads: np.ndarray
+    context: np.ndarray
+    bytes: np.ndarray
+    t_s: np.ndarray
+    bw: float
+    sms: int
+
+
+def load_attention_tables(files: dict[str, Path]) -> list[AttentionTable]:
+    """Full-attention (window 0), beam 1, head_dim 128 decode rows; context = isl + step tokens; bytes = the KV
+    read plus the query and output in bf16."""
+    out = []
+    for system, path in files.items():
+        d = _read(path)
+        d = d[(d["window_size"] == 0) & (d["beam_width"] == 1) & (d["head_dim"] == 128)
+              & d["kv_cache_dtype"].isin(list(KV_DTYPES)) & (d["isl"] + d["step"] >= MIN_CONTEXT)
+              & (d["num_heads"] <= 8 * d["num_key_value_heads"])]
+        spec = load_hardware(SYSTEMS[system])
+        if spec.units[0].sm_count is None:
+            continue
+        for kv, g in d.groupby("kv_cache_dtype", sort=True):
+            b, hq, hkv, ctx = (g[c].to_numpy(dtype=np.float64) for c in
+                               ("batch_size", "num_heads", "num_key_value_heads", "step"))
+            ctx = ctx + g["isl"].to_numpy(dtype=np.float64)
+            nbytes = b * hkv * ctx * 128 * 2 * KV_DTYPES[kv] + b * hq * 128 * 2 * 2
+            out.append(AttentionTable(system, kv, b, hkv, ctx, nbytes, g["latency"].to_numpy(dtype=np.float64) * 1e-3,
+                                      spec.memory.bandwidth_gbs * 1e9, spec.units[0].sm_count))
+    return out
+
+
+def attention_time_s(tb: AttentionTable, b: float, t0_s: float, chunk: int, ctas_per_sm: float) -> np.ndarray:
+    """bytes / (BW x b x decode_attention_efficiency(batch, kv_heads, context, SMs; chunk, ctas_per_sm)) + t0."""
+    eff = decode_attention_efficiency(tb.batch, tb.kv_heads, tb.context, tb.sms, split_kv=chunk > 0,
+                                      chunk=max(chunk, 1), ctas_per_sm=ctas_per_sm)
+    return tb.bytes / (tb.bw * b * eff) + t0_s
+
+
+def fit_attention(tbs: list[AttentionTable]) -> dict:
+    """Grid over (split-KV chunk, CTAs per SM); per table (b, t0) by Levenberg-Marquardt in log space. Also the
+    plain bandwidth roofline (efficiency 1) for comparison."""
+    def fit_one(tb, chunk, occ):
+        def unpack(x):
+            x = np.clip(x, -30.0, 30.0)
+            return 1 / (1 + np.exp(-x[0])), np.exp(x[1])
+        x, r = _levenberg_marquardt(lambda x: np.log(attention_time_s(tb, *unpack(x), chunk, occ) / tb.t_s),
+                                    np.array([1.4, np.log(5e-6)]))
+        return (*unpack(x), r)
+
+    def score(chunk, occ):
+        fits = [fit_one(tb, chunk, occ) for tb in tbs]
+        return np.abs(np.concatenate([r for *_, r in fits])), fits
+
+    best = min(((chunk, occ) for chunk in CHUNK_GRID for occ in CTAS_PER_SM_GRID),
+               key=lambda co: float(np.median(score(*co)[0])))
+    err, fits = score(*best)
+    no_split = min((score(0, occ)[0] for occ in CTAS_PER_SM_GRID), key=np.median)
+    plain, _ = score(0, 1e-9)  # ctas_per_sm -> 0: efficiency 1 everywhere
+    return {"split_kv_chunk": int(best[0]), "ctas_per_sm": float(best[1]), "rows": int(len(err)),
+            "median_abs_log_error": round(float(np.median(err)), 4),
+            "p90_abs_log_error": round(float(np.quantile(err, 0.9)), 4),
+            "no_split_kv_median_abs_log_error": round(float(np.median(no_split)), 4),
+            "plain_roofline_median_abs_log_error": round(float(np.median(plain)), 4),
+            "tables": {f"{tb.system}/{tb.kv_dtype}": {"rows": int(len(tb.t_s)), "bandwidth_fraction": round(float(b), 4),
+                                                      "launch_us": round(float(t0) * 1e6, 3),
+                                                      "median_abs_log_error": round(float(np.median(np.abs(r))), 4)}
+                       for tb, (b, t0, r) in zip(tbs, fits)}}
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def fit_regimes_document(gemm_files: dict[str, Path], moe_files: dict[str, Path], version: str,
-                         root: Path | None = None) -> dict:
+def fit_regimes_document(gemm_files: dict[str, Path], moe_files: dict[str, Path], attention_files: dict[str, Path],
+                         version: str, root: Path | None = None) -> dict:
     """The regimes.yaml document: fitted constants with their provenance."""
     res = fit_all(tables(load_gemm_rows(gemm_files)), tables(load_moe_rows(moe_files)) if moe_files else [])
+    att = fit_attention(load_attention_tables(attention_files)) if attention_files else None
+    if att is not None:
+        res["decode_attention"] = att
 
     def files(fs):
         return {s: {"path": str(p.relative_to(root)) if root else p.name, "sha256": sha256(p), "spec": SYSTEMS[s]}
@@ -254,16 +353,22 @@ def fit_regimes_document(gemm_files: dict[str, Path], moe_files: dict[str, Path]
     doc = {"gemm": {"tile_m": res["gemm"]["tile_m"], "ridge_sharpness": res["gemm"]["ridge_sharpness"],
                     "grouped_tile_m": res["moe"]["tile_m"] if "moe" in res else res["gemm"]["tile_m"],
                     "kernel_compute_fraction": kernel_fraction, "vendors": vendors},
+           **({"decode_attention": {"split_kv_chunk": att["split_kv_chunk"], "ctas_per_sm": att["ctas_per_sm"]}}
+              if att is not None else {}),
            "provenance": {
                "source": f"NVIDIA aiconfigurator, PyPI {PACKAGE}=={version} (Apache-2.0; "
                          "https://github.com/ai-dynamo/aiconfigurator): kernel timings measured on the GPUs named",
                "gemm_files": files(gemm_files), "moe_files": files(moe_files),
+               "attention_files": files(attention_files),
                "selection": f"backend {BACKEND}; dtypes {sorted(DTYPES)}; dense N and K in {list(SHAPES)}, every M; "
-                            f"MoE {MOE_KERNEL}, balanced routing, moe_tp = moe_ep = 1",
+                            f"MoE {MOE_KERNEL}, balanced routing, moe_tp = moe_ep = 1; decode attention: window 0, "
+                            f"head_dim 128, heads <= 8 x kv_heads, context >= {MIN_CONTEXT}",
                "model": "t = ((flops / (P f tile_padding_efficiency(R, tile_m)))^p + (bytes / (BW b))^p)^(1/p) + t0; "
                         "tile_m, p (dense) and grouped_tile_m (MoE) shared, f, b, t0 per table "
-                        "(planner/accuracy/kernel_tables.py)",
-               "grid": {"tile_m": list(TILE_M_GRID), "ridge_sharpness": list(P_GRID)},
+                        "(planner/accuracy/kernel_tables.py); decode attention: t = bytes / (BW b "
+                        "decode_attention_efficiency(batch, kv_heads, context, SMs; chunk, ctas_per_sm)) + t0",
+               "grid": {"tile_m": list(TILE_M_GRID), "ridge_sharpness": list(P_GRID),
+                        "split_kv_chunk": list(CHUNK_GRID), "ctas_per_sm": list(CTAS_PER_SM_GRID)},
                "fit": res,
                "fitted": _dt.date.today().isoformat(),
                "command": "python -m planner accuracy --fit-kernels [--kernels-root DIR]",
@@ -280,7 +385,8 @@ def write_regimes(kernels_root: str | Path | None = None) -> tuple[Path, dict]:
     if not gemm:
         raise SystemExit(f"--kernels-root: no systems/data/<system>/gemm/{BACKEND}/<version>/gemm_perf.parquet "
                          f"under {root}")
-    doc = fit_regimes_document(gemm, moe, package_version(root), root.parent)
+    att = table_files(root, "attention", ATTENTION_TABLE)
+    doc = fit_regimes_document(gemm, moe, att, package_version(root), root.parent)
     RegimeConstants.model_validate(doc)
     path = regimes_path()
     atomic_write_yaml(path, doc)

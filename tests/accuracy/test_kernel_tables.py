@@ -54,3 +54,22 @@ def test_fit_on_the_excerpt_reproduces_the_committed_constants():
     # excerpt keeps every 12th kernel of each table)
     f_bf16 = np.median([v["compute_fraction"] for k, v in at_committed["tables"].items() if k.endswith("/bfloat16")])
     assert f_bf16 == pytest.approx(committed.kernel_compute_fraction["bf16"], abs=0.03)
+
+
+def test_decode_attention_fit_on_the_excerpt():
+    """Split-KV decode attention: the excerpt reproduces the committed chunk and CTAs per SM; a kernel without
+    split-KV (batch x kv_heads CTAs) fits far worse, and the split-KV fit is within 0.01 of the plain bandwidth
+    model the planner keeps (why the curve is recorded, not applied)."""
+    committed = regimes.regime_constants().decode_attention
+    res = kt.fit_attention(kt.load_attention_tables(_files("attention")))
+    assert (res["split_kv_chunk"], res["ctas_per_sm"]) == (committed.split_kv_chunk, committed.ctas_per_sm)
+    assert res["no_split_kv_median_abs_log_error"] > res["median_abs_log_error"] + 0.1
+    assert abs(res["plain_roofline_median_abs_log_error"] - res["median_abs_log_error"]) < 0.01
+    # bytes by hand for one row: batch x kv_heads x context x 128 x 2 x 2 (bf16 K and V) + query and output
+    tb = next(t for t in kt.load_attention_tables({"h100_sxm": _files("attention")["h100_sxm"]})
+              if t.kv_dtype == "bfloat16")
+    src = kt._read(_files("attention")["h100_sxm"])
+    r = src[src.kv_cache_dtype == "bfloat16"].iloc[0]
+    ctx = r.isl + r.step
+    assert tb.bytes[0] == pytest.approx(r.batch_size * r.num_key_value_heads * ctx * 128 * 4
+                                        + r.batch_size * r.num_heads * 128 * 4)
