@@ -176,6 +176,7 @@ class EfficiencyReport(_Out):
     kv_dequant_overhead: dict[str, float] = {}
     fp16_accumulate: bool = False
     matmul_tflops_per_watt: float = 0.0
+    regime_curves: bool = True  # the kernel-fitted GEMM regime curve (planner.regimes) where it applies
     source: str
 
 

@@ -181,7 +181,8 @@ class Efficiency(_Frozen):
     With matmul_tflops_per_watt > 0, weight GEMMs run at most at tdp_w x that (sustained power cap).
     With fp16_accumulate the 16-bit matmul peak is max(fp16, int8 / 2) (see the field).
     Weight GEMMs optionally scale compute_fraction by R / (R + compute_half_rows) (R = GEMM rows) and divide it by
-    1 + dequant_overhead[format] (planner/roofline.py `time_ops`).
+    1 + dequant_overhead[format] (planner/roofline.py `time_ops`); with regime_curves, GEMMs the kernel-fitted
+    regime curve covers use it instead of the R / (R + compute_half_rows) shape.
     """
 
     bandwidth_fraction: Fraction
@@ -213,12 +214,17 @@ class Efficiency(_Frozen):
     kv_dequant_overhead: dict[str, OverheadRatio] = Field(default_factory=dict, description=(
         "KV-cache dtype -> extra attention compute time for converting cached K/V into the math dtype, as a "
         "fraction of that time (compute time x (1 + overhead)); dtypes not listed: 0 (read natively)"))
+    regime_curves: bool = Field(True, description=(
+        "apply the GEMM regime curve fitted to measured kernels (planner.regimes.weight_gemm_time_s: tile padding "
+        "past one tile at the kernel library's share of the peak, ridge roll-off) where it applies (NVIDIA units "
+        "with an SM count, fp16/bf16/fp8 weights), in place of R / (R + compute_half_rows); false = the plain "
+        "roofline"))
     source: str = Field("", description="where these came from: kind default, device spec, calibration file")
 
 
 DATASHEET_EFFICIENCY = Efficiency(
-    bandwidth_fraction=1.0, compute_fraction=1.0, kernel_overhead_us=0.0, step_overhead_ms=0.0,
-    source="datasheet peaks (efficiency 1.0, no overheads)",
+    bandwidth_fraction=1.0, compute_fraction=1.0, kernel_overhead_us=0.0, step_overhead_ms=0.0, regime_curves=False,
+    source="datasheet peaks (efficiency 1.0, no overheads, the plain roofline)",
 )
 
 

@@ -138,11 +138,20 @@ def device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff: 
     tpw = getattr(eff, "matmul_tflops_per_watt", 0.0)
     cap = spec.power.tdp_w * tpw * TERA if (tpw > 0 and spec.power is not None) else float("inf")
     half = (getattr(eff, "format_half_rows", None) or {}).get(fmt.name, eff.compute_half_rows)
-    regime = gemm_regime_for(spec.vendor, unit.sm_count, fmt.name, dtypes[MATMUL])
-    kernel_peak = (unit.peak_tflops[dtypes[MATMUL]] * TERA * regime.kernel_compute_fraction[dtypes[MATMUL]]
-                   if regime is not None else 0.0)
+    regime, kernel_peak = (unit_gemm_regime(spec, unit, fmt, dtypes[MATMUL]) if getattr(eff, "regime_curves", True)
+                           else (None, 0.0))
     return DeviceModel(spec.id, unit.name, dtypes, peaks, bw, eff, fmt.bytes_per_weight, dq, cap, half,
                        tuple(unit.peak_tflops), regime, kernel_peak)
+
+
+def unit_gemm_regime(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, dtype: str):
+    """(regime constants or None, FLOP/s of the padded tiles = listed peak of the GEMM dtype x the kernel library's
+    share of it, kernel_compute_fraction[dtype]) for weight GEMMs of this format on this unit
+    (regimes.gemm_regime_for says where the fit applies)."""
+    regime = gemm_regime_for(spec.vendor, unit.sm_count, fmt.name, dtype)
+    if regime is None:
+        return None, 0.0
+    return regime, unit.peak_tflops[dtype] * TERA * regime.kernel_compute_fraction[dtype]
 
 
 def fp16_accumulate_peak(unit: ComputeUnit, dtype: str) -> float:
@@ -204,25 +213,27 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
     cap = getattr(dev, "matmul_cap_flops", np.inf)
     refine = bool(np.any(half)) or np.any(np.asarray(dq) != 1.0) or np.any(np.isfinite(cap))
     kv_dq = getattr(dev.efficiency, "kv_dequant_overhead", None) or {}
-    gemm_regime = getattr(dev, "gemm_regime", None)
+    gemm_regime = getattr(dev, "gemm_regime", None)  # the committed constants; which devices: kernel_peak_flops > 0
+    kernel_peak = np.asarray(getattr(dev, "kernel_peak_flops", 0.0), dtype=np.float64)
+    applies = kernel_peak > 0  # a bool, or one per device of a stacked sweep device
     out = []
     for op in ops:
         peak = peaks[op.compute]
         weight_gemm = op.compute == MATMUL and np.any(np.asarray(op.weight_bytes) > 0)
         rows = gemm_rows(op, getattr(dev, "bytes_per_weight", 2.0)) if weight_gemm else None
         if refine and weight_gemm:  # the regime curve replaces the engine's R / (R + half_rows) shape
-            peak = np.minimum(peak, cap) * matmul_peak_scale(rows, 0.0 if gemm_regime is not None else half, dq)
+            peak = np.minimum(peak, cap) * matmul_peak_scale(rows, np.where(applies, 0.0, half), dq)
         if op.compute == ATTENTION and op.kv_dtype in kv_dq:  # converting cached K/V costs compute time
             peak = peak / (1.0 + kv_dq[op.kv_dtype])
         t, c, m = roofline_time_s(op.flops, op_bytes(op, getattr(dev, "unit_dtypes", None)), peak, bw)
-        if weight_gemm and gemm_regime is not None:  # small-M tiles and the ridge roll-off (planner.regimes)
-            t, c = weight_gemm_time_s(c, m, rows, gemm_regime,
-                                      np.asarray(op.flops, dtype=np.float64) / dev.kernel_peak_flops,
-                                      op.name in GROUPED_GEMM_OPS)
+        if weight_gemm and gemm_regime is not None and np.any(applies):  # tiles and ridge roll-off (regimes)
+            t_r, c_r = weight_gemm_time_s(c, m, rows, gemm_regime,
+                                          np.asarray(op.flops, dtype=np.float64) / np.where(applies, kernel_peak, 1.0),
+                                          op.name in GROUPED_GEMM_OPS)
             # both parts scaled by t / max(c, m): max(compute_s, memory_s) = time (latency.decode_sum_s sums the
             # max of the two), their ratio (the bound) unchanged
-            stretch = t / np.maximum(np.maximum(c, m), 1e-300)
-            c, m = c * stretch, m * stretch
+            stretch = t_r / np.maximum(np.maximum(c_r, m), 1e-300)
+            t, c, m = np.where(applies, t_r, t), np.where(applies, c_r * stretch, c), np.where(applies, m * stretch, m)
         out.append(OpTime(op, op.count * (t + ovh), op.count * c, op.count * m, op.count * ovh))
     return out
 

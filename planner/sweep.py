@@ -41,6 +41,8 @@ class _StackedDevice:
     bytes_per_weight: float = 2.0
     dequant_factor: np.ndarray | float = 1.0
     matmul_cap_flops: np.ndarray | float = np.inf
+    gemm_regime: object = None                   # roofline.DeviceModel.gemm_regime (the committed constants)
+    kernel_peak_flops: np.ndarray | float = 0.0  # per device; 0 where the regime does not apply
 
 
 def _stack(devs) -> _StackedDevice:
@@ -57,7 +59,9 @@ def _stack(devs) -> _StackedDevice:
                            {k: np.array([d.efficiency.kv_dequant_overhead.get(k, 0.0) for d in devs]).reshape(shape)
                             for k in {k for d in devs for k in d.efficiency.kv_dequant_overhead}}),
         devs[0].bytes_per_weight, np.array([d.dequant_factor for d in devs]).reshape(shape),
-        np.array([d.matmul_cap_flops for d in devs]).reshape(shape))
+        np.array([d.matmul_cap_flops for d in devs]).reshape(shape),
+        next((d.gemm_regime for d in devs if d.gemm_regime is not None), None),
+        np.array([d.kernel_peak_flops for d in devs]).reshape(shape))
 
 
 def _devices_for(fmt, specs, prof, efficiency, P, O, full):

@@ -31,7 +31,7 @@ from ..hardware import DATASHEET_EFFICIENCY, load_hardware
 from ..ops import MATMUL, step_ops
 from ..quantization import weight_format
 from ..regimes import GROUPED_GEMM_OPS, kv_read_factor, regime_constants, weight_gemm_time_s
-from ..roofline import device_model, fp16_accumulate_peak, gemm_rows, select_unit
+from ..roofline import device_model, fp16_accumulate_peak, gemm_rows, select_unit, unit_gemm_regime
 from ..units import TERA
 
 DECODE_SAMPLES = 32  # as planner.latency.decode_sum_s
@@ -151,11 +151,12 @@ def build_design(df) -> Design:
     for i, r in enumerate(recs):
         spec = load_hardware(r["hardware"])
         fmt = weight_format(r["weights"])
-        dev = device_model(spec, select_unit(spec, fmt, r.get("unit")), fmt, DATASHEET_EFFICIENCY)
+        unit = select_unit(spec, fmt, r.get("unit"))
+        dev = device_model(spec, unit, fmt, DATASHEET_EFFICIENCY)
+        regime, dev_kpeak[i] = unit_gemm_regime(spec, unit, fmt, dev.dtypes[MATMUL])
+        dev_sm[i] = regime is not None
         dev_peak[i] = {c: p * TERA for c, p in dev.peak_tflops.items()}
         dev_dtypes[i] = dev.unit_dtypes
-        dev_sm[i] = dev.gemm_regime is not None
-        dev_kpeak[i] = dev.kernel_peak_flops
         dev_acc[i] = fp16_accumulate_peak(spec.unit(dev.unit), dev.dtypes[MATMUL]) * TERA
         dev_bw[i] = dev.bandwidth_gbs * 1e9
         dev_tdp[i] = spec.power.tdp_w if spec.power else 0.0
@@ -209,10 +210,12 @@ def build_design(df) -> Design:
 
 def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
     """Predicted time per row. params: per-row arrays bandwidth_fraction, compute_fraction, compute_half_rows,
+    regime_curves (optional, 1 = Efficiency.regime_curves),
     kernel_overhead_us, step_overhead_ms, and per-instance dequant_factor (1 + overhead of the row's format)."""
     r = d.row
     cf = params["compute_fraction"][r]
-    half = np.where(d.regime, 0.0, params["compute_half_rows"][r])  # the regime curve replaces R / (R + half)
+    on = d.regime & (params.get("regime_curves", np.ones(d.n_rows))[r] > 0)  # Efficiency.regime_curves per row
+    half = np.where(on, 0.0, params["compute_half_rows"][r])  # the regime curve replaces R / (R + half)
     scale = np.where(d.gemm, d.rows_gemm / np.maximum(d.rows_gemm + half, 1e-30) / params["dequant_factor"], 1.0)
     peak = np.where(params["fp16_accumulate"][r] > 0, d.peak_acc16, d.peak) * cf
     cap = d.tdp_w * params["matmul_tflops_per_watt"][r] * 1e12
@@ -220,10 +223,10 @@ def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
     comp = d.flops / (peak * scale)
     mem = d.bytes / (d.bw * params["bandwidth_fraction"][r])
     op_t = np.maximum(comp, mem)
-    if np.any(d.regime):  # regimes.weight_gemm_time_s: tile padding and the ridge roll-off
+    if np.any(on):  # regimes.weight_gemm_time_s: tile padding and the ridge roll-off
         g = regime_constants().gemm
         for grouped in (False, True):
-            sel = d.regime & (d.grouped == grouped)
+            sel = on & (d.grouped == grouped)
             op_t[sel] = weight_gemm_time_s(comp[sel], mem[sel], d.rows_gemm[sel], g,
                                            d.flops[sel] / d.kernel_peak[sel], grouped)[0]
     t = np.bincount(r, weights=d.weight * op_t, minlength=d.n_rows)
@@ -235,7 +238,7 @@ def params_for_rows(d: Design, effs: list) -> dict[str, np.ndarray]:
     """Per-row parameter arrays from one Efficiency per row (and the per-instance dequant factor)."""
     out = {k: np.array([getattr(e, k) for e in effs], dtype=np.float64)
            for k in ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kernel_overhead_us",
-                     "step_overhead_ms", "fp16_accumulate", "matmul_tflops_per_watt")}
+                     "step_overhead_ms", "fp16_accumulate", "matmul_tflops_per_watt", "regime_curves")}
     dq_row = [e.dequant_overhead or {} for e in effs]
     out["dequant_factor"] = np.array([1.0 + dq_row[i].get(f, 0.0) for i, f in zip(d.row, d.fmt)])
     return out
