@@ -87,11 +87,15 @@ def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flas
     past = np.concatenate(np.broadcast_arrays(*cols), axis=-1)
     ots = time_ops(decode_ops(m, fmt, kv_dtype, B, past, flash_attention), dev)
     step_ovh = dev.efficiency.step_overhead_ms * 1e-3
-    # every operator at once: (ops, ..., columns)
-    shape = np.broadcast_shapes(past.shape, *(np.shape(ot.compute_s) for ot in ots), *(np.shape(ot.memory_s) for ot in ots))
-    C = np.stack([np.broadcast_to(np.asarray(ot.compute_s, dtype=np.float64), shape) for ot in ots])
-    M = np.stack([np.broadcast_to(np.asarray(ot.memory_s, dtype=np.float64), shape) for ot in ots])
     ovh = sum(ot.overhead_s for ot in ots)  # count x per-op overhead: independent of the context
+    # an operator whose times do not vary along the context columns (weight GEMMs, norms, the LM head, a scan) costs
+    # the same max(C, M) on every step: n x that, on its own (small) shape; the rest are summed in closed form
+    const, ots = _split_constant(ots)
+    shape = np.broadcast_shapes(past.shape, *(np.shape(ot.compute_s) for ot in ots), *(np.shape(ot.memory_s) for ot in ots))
+    C = np.stack([np.broadcast_to(np.asarray(ot.compute_s, dtype=np.float64), shape) for ot in ots]) if ots \
+        else np.zeros((0,) + shape)
+    M = np.stack([np.broadcast_to(np.asarray(ot.memory_s, dtype=np.float64), shape) for ot in ots]) if ots \
+        else np.zeros((0,) + shape)
     C0, M0 = C[..., 0:1], M[..., 0:1]
     dC, dM = C[..., 1:2] - C0, M[..., 1:2] - M0
     if W:
@@ -100,10 +104,21 @@ def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flas
         flat = np.where(local, (n - k) * np.maximum(C[..., 3:4], M[..., 3:4]), 0.0)
     else:
         k, flat = n, 0.0
-    total = np.sum(sum_max_affine(C0, dC, M0, dM, k) + flat, axis=0) + n * (ovh + step_ovh)
-    last = np.sum(np.maximum(C[..., 2:3], M[..., 2:3]), axis=0) + ovh + step_ovh
+    total = np.sum(sum_max_affine(C0, dC, M0, dM, k) + flat, axis=0) + n * (const + ovh + step_ovh)
+    last = np.sum(np.maximum(C[..., 2:3], M[..., 2:3]), axis=0) + const + ovh + step_ovh
     total, last = np.asarray(total)[..., 0], np.asarray(last)[..., 0]
     return (total, last) if with_last else total
+
+
+def _split_constant(ots):
+    """(sum of max(C, M) over the operators whose times have no context axis, the other operators)."""
+    const, rest = 0.0, []
+    for ot in ots:
+        if np.shape(ot.compute_s)[-1:] in ((), (1,)) and np.shape(ot.memory_s)[-1:] in ((), (1,)):
+            const = const + np.maximum(ot.compute_s, ot.memory_s)
+        else:
+            rest.append(ot)
+    return const, rest
 
 
 def _plain(*xs) -> bool:
