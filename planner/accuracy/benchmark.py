@@ -82,21 +82,23 @@ def _add_units(df):
 
 
 # GEMM-library parameters: properties of the kernels on one hardware class (Metal vs cuBLAS vs rocBLAS), not of the
-# engine; when an engine's parameters come from another class they fall back to the prior (fit.PRIOR)
+# engine; when an engine's parameters come from another class (fewer than MIN_FIT_ROWS rows of its own class in
+# the fit) they fall back to the prior (fit.PRIOR)
 COMPUTE_KEYS = ("compute_fraction", "compute_half_rows")
 
 
 def _fit(df, d: Design, mask: np.ndarray, fp16_acc: bool, cls: str | None = None) -> dict:
     """Parameters fitted on the masked rows (each row keeps its engine's fp16-accumulate setting); the result
-    carries fp16_acc, the setting of the engine it is for. With cls set and the rows from other classes only, the
-    compute parameters are reset to the prior (COMPUTE_KEYS)."""
+    carries fp16_acc, the setting of the engine it is for. With cls set and fewer than MIN_FIT_ROWS of the rows from
+    that class, the compute parameters are reset to the prior (COMPUTE_KEYS): a handful of rows cannot outweigh
+    another class's GEMM library in the pooled fit."""
     from .fit import PRIOR
 
     sub = d.subset(mask)
     formats = sorted({f for f in sub.fmt if f in WEIGHT_FORMATS_SET})
     params, _ = fit_design(sub, formats, df.loc[mask, "fp16_acc"].to_numpy(dtype=np.float64))
     params["fp16_accumulate"] = bool(fp16_acc)
-    if cls is not None and not (df.loc[mask, "hw_class"] == cls).any():
+    if cls is not None and (df.loc[mask, "hw_class"] == cls).sum() < MIN_FIT_ROWS:
         params.update({k: PRIOR[k] for k in COMPUTE_KEYS})
     return params
 
