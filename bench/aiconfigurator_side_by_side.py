@@ -67,8 +67,10 @@ def planner_result(model: str, hw: str, dtype: str, batch: int, isl: int, osl: i
     from planner.estimate import estimate
     e = estimate(model, hw, weights=dtype, kv_dtype=dtype, batch=batch, prompt=isl, output=osl, tp=tp,
                  engine=engine or "none", runtime=engine)
-    return dict(ttft_ms=e.end_to_end.ttft_ms, tpot_ms=e.end_to_end.tpot_ms, mem_gb=e.memory.total_gb,
-                fits=e.memory.fits)
+    m = e.memory
+    return dict(ttft_ms=e.end_to_end.ttft_ms, tpot_ms=e.end_to_end.tpot_ms, mem_gb=m.total_gb, fits=m.fits,
+                parts_gb=dict(weights=m.weights_gb, kv=m.kv_cache_gb, activations=m.activations_gb,
+                              overhead=m.overhead_gb))
 
 
 def _ratio(p, a):
@@ -83,7 +85,10 @@ def rows_for(grid, aic: dict, isl: int, osl: int) -> dict[str, list[dict]]:
             if a is None or "error" in a:
                 continue
             p = planner_result(model, hw, dtype, batch, isl, osl, tp, engine)
-            a_m = dict(ttft_ms=a["ttft_ms"], tpot_ms=a["tpot_ms"], mem_gb=a["memory_gib"]["total"] * GIB / GB)
+            g = {k: v * GIB / GB for k, v in a["memory_gib"].items()}  # aic prints GiB
+            a_m = dict(ttft_ms=a["ttft_ms"], tpot_ms=a["tpot_ms"], mem_gb=g["total"],
+                       parts_gb=dict(weights=g["weights"], kv=g["kvcache"], activations=g["activations"],
+                                     overhead=g["nccl"] + g["others"]))
             out[label].append(dict(model=model, hw=hw, tp=tp, dtype=dtype, batch=batch, planner=p, aic=a_m,
                                    aic_memory_gib=a["memory_gib"], aic_oom=a["oom"],
                                    ratio={k: _ratio(p[k], a_m[k]) for k in METRICS}))
@@ -94,6 +99,21 @@ def medians(rows: list[dict], where=lambda r: True) -> dict:
     sel = [r for r in rows if where(r)]
     return {k: (statistics.median(v) if (v := [r["ratio"][k] for r in sel if r["ratio"][k] is not None]) else None)
             for k in METRICS} | {"n": len(sel)}
+
+
+PARTS = ("weights", "kv", "activations", "overhead")
+
+
+def memory_parts(rows_by: dict[str, list[dict]]) -> list[str]:
+    """Where the memory gap is: median of aic - planner per component, GB (overhead: aic NCCL + 'other_mem'; planner
+    CUDA context + NCCL + CUDA-graph pool, planner.memory.runtime_overhead_bytes)."""
+    lines = ["| comparison | rows | " + " | ".join(f"{p} aic - planner GB" for p in PARTS) + " | total |",
+             "|---|---|" + "---|" * (len(PARTS) + 1)]
+    for label, rows in rows_by.items():
+        d = {p: statistics.median(r["aic"]["parts_gb"][p] - r["planner"]["parts_gb"][p] for r in rows) for p in PARTS}
+        tot = statistics.median(r["aic"]["mem_gb"] - r["planner"]["mem_gb"] for r in rows)
+        lines.append(f"| {label} | {len(rows)} | " + " | ".join(f"{d[p]:+.2f}" for p in PARTS) + f" | {tot:+.2f} |")
+    return lines
 
 
 def _f(x, spec=".2f"):
@@ -152,12 +172,20 @@ def main(argv=None) -> int:
     failed = [k for k, r in aic.items() if "error" in r]
     rows_by = rows_for(grid, aic, args.isl, args.osl)
 
+    tables = sorted({(r["system"], r["backend"], r["backend_version"]) for r in aic.values() if "error" not in r})
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True,
+                            check=False).stdout.strip() or "unknown"
     cmd = "python bench/aiconfigurator_side_by_side.py " + " ".join(argv if argv is not None else sys.argv[1:])
     head = [f"aiconfigurator-core {version} (static mode, silicon tables) vs planner; ISL {args.isl}, OSL "
             f"{args.osl}; ratio = planner / aiconfigurator (< 1: the planner predicts less time / memory)",
+            f"planner commit {commit}; aiconfigurator tables (system backend version): "
+            + ", ".join(" ".join(t) for t in tables),
+            "aic fp8 quant modes used (gemm/moe/kv/fmha; the first with tables, bench/aiconfigurator_driver.py): "
+            + "; ".join(sorted({f"{r['backend']} {r['system']}: " + "/".join(r["quant"].values())
+                                for r in aic.values() if r["dtype"] == "fp8" and "quant" in r})),
             f"aic cases without a result: {len(failed)}" + (f" (e.g. {aic[failed[0]]['error'][:120]})"
                                                             if failed else "")]
-    body = summary(rows_by)
+    body = summary(rows_by) + ["", "Memory per GPU, by component (median over rows):", ""] + memory_parts(rows_by)
     print("\n".join(head + [""] + body))
     detail = [ln for label, rows in rows_by.items() for ln in table(label, rows) + [""]]
     if args.rows:
