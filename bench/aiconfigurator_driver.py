@@ -9,7 +9,8 @@ aiconfigurator-core (NVIDIA, Apache-2.0, https://github.com/ai-dynamo/aiconfigur
 (BaseBackend.run_static: TTFT = context latency of the batch, TPOT = generation latency / (osl - 1), from kernel
 timings measured on the system, systems/data/<system>/<op>/<backend>/<version>/). Quant modes: bf16 = bfloat16
 GEMM/MoE/KV/FMHA; fp8 = fp8 GEMM/MoE (per-tensor W8A8) + fp8 KV cache, bfloat16 FMHA (vLLM's tables have no fp8
-FMHA; the same on every backend keeps the columns comparable).
+FMHA; the same on every backend keeps the columns comparable) where the tables have it, else the next of _quants
+(SGLang on Hopper: fp8 FMHA; SGLang Qwen3 MoE: block fp8); each result names the modes it used.
 """
 
 from __future__ import annotations
