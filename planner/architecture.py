@@ -275,13 +275,22 @@ class ModelArch(_Frozen):
     def model_copy(self, *, update=None, deep: bool = False):
         """A copy with `update` applied; the cached layout is derived again from the new fields."""
         c = super().model_copy(update=update, deep=deep)
-        for k in ("mixers", "mlps", "mixer_counts", "num_moe_layers", "num_dense_layers", "_param_breakdown"):
+        for k in ("mixers", "mlps", "mixer_counts", "num_moe_layers", "num_dense_layers", "_param_breakdown",
+                  "_count_memo"):
             c.__dict__.pop(k, None)
         return c
 
+    @cached_property
+    def _count_memo(self) -> dict[tuple[str, ...], int]:
+        return {}
+
     def count_mixers(self, *kinds: str) -> int:
-        counts = self.mixer_counts
-        return sum(counts.get(k, 0) for k in kinds)
+        memo = self._count_memo  # the cost model asks the same few questions on every call
+        n = memo.get(kinds)
+        if n is None:
+            counts = self.mixer_counts
+            n = memo[kinds] = sum(counts.get(k, 0) for k in kinds)
+        return n
 
     @property
     def num_attention_layers(self) -> int:

@@ -373,7 +373,8 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     d_times = time_ops(d_first_ops, dev)
     d_first = float(step_time_s(d_times, dev)) + comm_s(batch)
     d_sum, d_last = (float(x) for x in decode_sum_s(m, fmt, kvd, dev, batch, prompt, output, flash_attention,
-                                                      step_s=step_s, with_last=True))  # last step: past + output - 2
+                                                      step_s=step_s, with_last=True,  # last step: past + output - 2
+                                                      first=d_times if tp == 1 else None))
     tpot = d_sum / (output - 1) if output > 1 else d_first
     e2e = ttft_s + d_sum
     d_tot = totals(d_first_ops)
@@ -381,23 +382,10 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     def ok(x):
         return x if fits else None
 
-    prefill = PrefillReport(latency_ms=ok(ttft_s * 1e3), tokens_per_s=ok(batch * prompt / ttft_s),
-                            bound=str(step_bound(p_times)), flops=float(p_tot["flops"]), bytes=float(p_tot["bytes"])
-                            ).with_op_times(p_times)
-    decode = DecodeReport(
-        latency_ms_per_token=ok(tpot * 1e3), latency_ms_first=ok(d_first * 1e3), latency_ms_last=ok(d_last * 1e3),
-        tokens_per_s_per_sequence=ok(1.0 / tpot), tokens_per_s_total=ok(batch / tpot), bound=str(step_bound(d_times)),
-        bytes_per_step=float(d_tot["bytes"]), weight_bytes_per_step=float(d_tot["weight_bytes"]),
-        kv_bytes_per_step=float(d_tot["kv_read_bytes"] + d_tot["kv_write_bytes"])).with_op_times(d_times)
-    e2e_r = EndToEndReport(latency_s=ok(e2e), ttft_ms=ok(ttft_s * 1e3), tpot_ms=ok(tpot * 1e3),
-                           output_tokens_per_s_total=ok(batch * output / e2e))
-    from .ops import MATMUL
-    roof = RooflineReport(unit=dev.unit, dtypes=dev.dtypes, peak_tflops=dev.peak_tflops, bandwidth_gbs=dev.bandwidth_gbs,
-                          ridge_flop_per_byte=dev.ridge_flop_per_byte,
-                          effective_ridge_flop_per_byte=dev.eff_peak_flops[MATMUL] / dev.eff_bandwidth_bytes_s)
-    iv_report = None
+    # p10-p90 intervals of the runtime profile (or of the kind defaults), when one applies: each report is built
+    # once with them
     origin = efficiency_origin(spec, u, efficiency, prof)
-    pc = None
+    pc = ip = idd = None
     if fits and origin == "runtime":
         pc = prof.for_unit(spec, u)
     elif fits and origin == "default":
@@ -407,19 +395,35 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         from .runtimes import interval_regime
         xp = {"moe": m.moe is not None, "multi_gpu": tp > 1}  # widened when the fit had no such row
         ip, idd = interval_regime(pc, "prefill", batch, **xp), interval_regime(pc, "decode", batch, **xp)
-        if ip is not None:
-            prefill = prefill.model_copy(update=dict(
-                latency_ms_low=prefill.latency_ms / ip.p90, latency_ms_high=prefill.latency_ms / ip.p10,
-                tokens_per_s_low=prefill.tokens_per_s * ip.p10, tokens_per_s_high=prefill.tokens_per_s * ip.p90))
-        if idd is not None:
-            decode = decode.model_copy(update=dict(
-                latency_ms_per_token_low=decode.latency_ms_per_token / idd.p90,
-                latency_ms_per_token_high=decode.latency_ms_per_token / idd.p10,
-                tokens_per_s_per_sequence_low=decode.tokens_per_s_per_sequence * idd.p10,
-                tokens_per_s_per_sequence_high=decode.tokens_per_s_per_sequence * idd.p90,
-                tokens_per_s_total_low=decode.tokens_per_s_total * idd.p10,
-                tokens_per_s_total_high=decode.tokens_per_s_total * idd.p90))
-            e2e_r = e2e_r.model_copy(update=dict(latency_s_low=e2e / idd.p90, latency_s_high=e2e / idd.p10))
+    p_iv = d_iv = e_iv = {}
+    if ip is not None:
+        ttft_ms, p_tok_s = ttft_s * 1e3, batch * prompt / ttft_s
+        p_iv = dict(latency_ms_low=ttft_ms / ip.p90, latency_ms_high=ttft_ms / ip.p10,
+                    tokens_per_s_low=p_tok_s * ip.p10, tokens_per_s_high=p_tok_s * ip.p90)
+    if idd is not None:
+        tpot_ms, seq_tok_s, tot_tok_s = tpot * 1e3, 1.0 / tpot, batch / tpot
+        d_iv = dict(latency_ms_per_token_low=tpot_ms / idd.p90, latency_ms_per_token_high=tpot_ms / idd.p10,
+                    tokens_per_s_per_sequence_low=seq_tok_s * idd.p10,
+                    tokens_per_s_per_sequence_high=seq_tok_s * idd.p90,
+                    tokens_per_s_total_low=tot_tok_s * idd.p10, tokens_per_s_total_high=tot_tok_s * idd.p90)
+        e_iv = dict(latency_s_low=e2e / idd.p90, latency_s_high=e2e / idd.p10)
+
+    prefill = PrefillReport(latency_ms=ok(ttft_s * 1e3), tokens_per_s=ok(batch * prompt / ttft_s),
+                            bound=str(step_bound(p_times)), flops=float(p_tot["flops"]), bytes=float(p_tot["bytes"]),
+                            **p_iv).with_op_times(p_times)
+    decode = DecodeReport(
+        latency_ms_per_token=ok(tpot * 1e3), latency_ms_first=ok(d_first * 1e3), latency_ms_last=ok(d_last * 1e3),
+        tokens_per_s_per_sequence=ok(1.0 / tpot), tokens_per_s_total=ok(batch / tpot), bound=str(step_bound(d_times)),
+        bytes_per_step=float(d_tot["bytes"]), weight_bytes_per_step=float(d_tot["weight_bytes"]),
+        kv_bytes_per_step=float(d_tot["kv_read_bytes"] + d_tot["kv_write_bytes"]), **d_iv).with_op_times(d_times)
+    e2e_r = EndToEndReport(latency_s=ok(e2e), ttft_ms=ok(ttft_s * 1e3), tpot_ms=ok(tpot * 1e3),
+                           output_tokens_per_s_total=ok(batch * output / e2e), **e_iv)
+    from .ops import MATMUL
+    roof = RooflineReport(unit=dev.unit, dtypes=dev.dtypes, peak_tflops=dev.peak_tflops, bandwidth_gbs=dev.bandwidth_gbs,
+                          ridge_flop_per_byte=dev.ridge_flop_per_byte,
+                          effective_ridge_flop_per_byte=dev.eff_peak_flops[MATMUL] / dev.eff_bandwidth_bytes_s)
+    iv_report = None
+    if pc is not None:
         regime = None if idd is None else next(k for k in (("decode", "throughput") if batch == 1 else
                                                             ("throughput", "decode")) if k in pc.intervals)
         iv_report = IntervalReport(

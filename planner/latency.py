@@ -14,6 +14,8 @@ functions of the context (constant beyond a local layer's window), and such a su
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .ops import decode_ops, prefill_ops
@@ -33,6 +35,18 @@ def sum_max_affine(x0, dx, y0, dy, k):
 
     max(x, y) = y + max(x - y, 0); with d_j = d0 + s j (d0 = x0 - y0, s = dx - dy) the positive terms form one run of
     consecutive j (d is affine): j > -d0/s when s > 0, j < -d0/s when s < 0, every j or none when s = 0."""
+    if all(v.__class__ is float for v in (x0, dx, y0, dy, k)):  # one configuration: the same steps on floats
+        d0, s = x0 - y0, dx - dy
+        total_y = k * y0 + dy * k * (k - 1) / 2
+        lo, hi = 0.0, k - 1
+        if s > 0:
+            lo = max(0.0, float(math.floor(-d0 / s)) + 1)
+        elif s < 0:
+            hi = min(k - 1, float(math.ceil(-d0 / s)) - 1)
+        elif not d0 > 0:
+            lo = k
+        cnt = max(hi - lo + 1, 0.0)
+        return total_y + cnt * d0 + s * (lo + hi) * cnt / 2
     x0, dx, y0, dy, k = (np.asarray(v, dtype=np.float64) for v in (x0, dx, y0, dy, k))
     d0, s = x0 - y0, dx - dy
     total_y = k * y0 + dy * k * (k - 1) / 2
@@ -46,7 +60,7 @@ def sum_max_affine(x0, dx, y0, dy, k):
 
 
 def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flash_attention=True, samples=32,
-                 step_s=None, with_last: bool = False):
+                 step_s=None, with_last: bool = False, first=None):
     """Sum of the output-1 decode step times; arrays broadcast. with_last: also the last step's time
     (past = prompt + output - 2): (sum, last).
 
@@ -57,9 +71,12 @@ def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flas
     chunked attention, sparse top-k: the model's attention_window W) are affine up to x = W - 1 and constant from
     x = W on, where they read their value at W. step_s(batch, past) replaces the single-device step (tensor
     parallelism); that path integrates by the midpoint rule over `samples` bins (exact on each linear piece, and
-    outright when output - 1 <= samples)."""
+    outright when output - 1 <= samples). first: the operator times at past = prompt
+    (time_ops(decode_ops(batch, prompt))) when the caller has them already (one configuration: reused)."""
     if step_s is not None:
         return _decode_sum_sampled(batch, prompt, output, samples, step_s, with_last)
+    if _plain(batch, prompt, output) and dev.eff_bandwidth_bytes_s.__class__ is float:
+        return _decode_sum_scalar(m, fmt, kv_dtype, dev, batch, prompt, output, flash_attention, with_last, first)
     # every term keeps a trailing axis of length 1 (the past axis, reduced), so that device arrays shaped for a
     # trailing axis (the sweep stacks devices as (D, 1, ..., 1)) broadcast the same way as in the step functions
     B = np.asarray(batch, dtype=np.float64)[..., None]
@@ -70,11 +87,15 @@ def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flas
     past = np.concatenate(np.broadcast_arrays(*cols), axis=-1)
     ots = time_ops(decode_ops(m, fmt, kv_dtype, B, past, flash_attention), dev)
     step_ovh = dev.efficiency.step_overhead_ms * 1e-3
-    # every operator at once: (ops, ..., columns)
-    shape = np.broadcast_shapes(past.shape, *(np.shape(ot.compute_s) for ot in ots), *(np.shape(ot.memory_s) for ot in ots))
-    C = np.stack([np.broadcast_to(np.asarray(ot.compute_s, dtype=np.float64), shape) for ot in ots])
-    M = np.stack([np.broadcast_to(np.asarray(ot.memory_s, dtype=np.float64), shape) for ot in ots])
     ovh = sum(ot.overhead_s for ot in ots)  # count x per-op overhead: independent of the context
+    # an operator whose times do not vary along the context columns (weight GEMMs, norms, the LM head, a scan) costs
+    # the same max(C, M) on every step: n x that, on its own (small) shape; the rest are summed in closed form
+    const, ots = _split_constant(ots)
+    shape = np.broadcast_shapes(past.shape, *(np.shape(ot.compute_s) for ot in ots), *(np.shape(ot.memory_s) for ot in ots))
+    C = np.stack([np.broadcast_to(np.asarray(ot.compute_s, dtype=np.float64), shape) for ot in ots]) if ots \
+        else np.zeros((0,) + shape)
+    M = np.stack([np.broadcast_to(np.asarray(ot.memory_s, dtype=np.float64), shape) for ot in ots]) if ots \
+        else np.zeros((0,) + shape)
     C0, M0 = C[..., 0:1], M[..., 0:1]
     dC, dM = C[..., 1:2] - C0, M[..., 1:2] - M0
     if W:
@@ -83,9 +104,55 @@ def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flas
         flat = np.where(local, (n - k) * np.maximum(C[..., 3:4], M[..., 3:4]), 0.0)
     else:
         k, flat = n, 0.0
-    total = np.sum(sum_max_affine(C0, dC, M0, dM, k) + flat, axis=0) + n * (ovh + step_ovh)
-    last = np.sum(np.maximum(C[..., 2:3], M[..., 2:3]), axis=0) + ovh + step_ovh
+    total = np.sum(sum_max_affine(C0, dC, M0, dM, k) + flat, axis=0) + n * (const + ovh + step_ovh)
+    last = np.sum(np.maximum(C[..., 2:3], M[..., 2:3]), axis=0) + const + ovh + step_ovh
     total, last = np.asarray(total)[..., 0], np.asarray(last)[..., 0]
+    return (total, last) if with_last else total
+
+
+def _split_constant(ots):
+    """(sum of max(C, M) over the operators whose times have no context axis, the other operators)."""
+    const, rest = 0.0, []
+    for ot in ots:
+        if np.shape(ot.compute_s)[-1:] in ((), (1,)) and np.shape(ot.memory_s)[-1:] in ((), (1,)):
+            const = const + np.maximum(ot.compute_s, ot.memory_s)
+        else:
+            rest.append(ot)
+    return const, rest
+
+
+def _plain(*xs) -> bool:
+    return all(x.__class__ is int or x.__class__ is float for x in xs)
+
+
+def _decode_sum_scalar(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flash_attention, with_last,
+                       first=None):
+    """decode_sum_s for one configuration on one device: the same closed form, the operators timed at each
+    context column on plain floats (planner.ops and planner.roofline take the scalar path)."""
+    B, P = float(batch), float(prompt)
+    n = max(float(output) - 1, 0.0)
+    W = m.attention_window
+    cols = [P, P + 1, P + max(n - 1, 0.0)] + ([max(P, float(W))] if W else [])
+    ots = [first if (first is not None and j == 0) else time_ops(decode_ops(m, fmt, kv_dtype, B, x, flash_attention), dev)
+           for j, x in enumerate(cols)]
+    step_ovh = dev.efficiency.step_overhead_ms * 1e-3
+    ovh = sum(ot.overhead_s for ot in ots[0])
+    total = last = 0.0
+    for i, a in enumerate(ots[0]):
+        C0, M0 = float(a.compute_s), float(a.memory_s)
+        b = ots[1][i]
+        dC, dM = float(b.compute_s) - C0, float(b.memory_s) - M0
+        if W and a.op.name.endswith("_local"):
+            k = min(max(W - P, 0.0), n)
+            w = ots[3][i]
+            flat = (n - k) * max(float(w.compute_s), float(w.memory_s))
+        else:
+            k, flat = n, 0.0
+        total += sum_max_affine(C0, dC, M0, dM, k) + flat
+        z = ots[2][i]
+        last += max(float(z.compute_s), float(z.memory_s))
+    total += n * (ovh + step_ovh)
+    last += ovh + step_ovh
     return (total, last) if with_last else total
 
 

@@ -51,7 +51,27 @@ class OpCost:
 
 
 def _f(x):
+    """A plain Python number as a float (the scalar path: float arithmetic, free of numpy's per-call cost; the same
+    IEEE double operations, so the same answers), anything else as a float64 array."""
+    c = x.__class__
+    if c is float:
+        return x
+    if c is int:
+        return float(x)
     return np.asarray(x, dtype=np.float64)
+
+
+def _min(a, b):
+    """np.minimum, on plain floats without numpy."""
+    return (a if a <= b else b) if (a.__class__ is float and b.__class__ in _PLAIN) else np.minimum(a, b)
+
+
+def _max(a, b):
+    """np.maximum, on plain floats without numpy."""
+    return (a if a >= b else b) if (a.__class__ is float and b.__class__ in _PLAIN) else np.maximum(a, b)
+
+
+_PLAIN = (float, int)
 
 
 def expected_distinct_experts(num_experts: int, k: int, tokens):
@@ -71,8 +91,8 @@ def causal_key_sum(past, new, window=None):
     def f(x):
         if window is None:
             return x * (x + 1) / 2
-        xc = np.minimum(x, window)
-        return xc * (xc + 1) / 2 + window * np.maximum(x - window, 0)
+        xc = _min(x, window)
+        return xc * (xc + 1) / 2 + window * _max(x - window, 0.0)
 
     return f(past + new) - f(past)
 
@@ -160,7 +180,7 @@ def kv_bytes_per_sequence(m: ModelArch, kv_dtype: str, context):
     (sliding-window or chunked) layers at most their window, linear-attention/SSM layers a constant state."""
     c = _f(context)
     per = kv_bytes_per_token_per_layer(m, kv_dtype)
-    local = m.num_local_layers * np.minimum(c, m.local_window) if m.num_local_layers else 0.0
+    local = m.num_local_layers * _min(c, m.local_window) if m.num_local_layers else 0.0
     return per * (m.num_global_layers * c + local) + state_bytes_per_sequence(m)
 
 
@@ -195,7 +215,7 @@ def _attention_ops(m: ModelArch, kv_dtype: str, a: float, stage: str, batch, new
         if count == 0:
             continue
         keys = causal_key_sum(P, S, window)                 # sum over queries of keys attended, per sequence
-        cached = P if window is None else np.minimum(P, window)  # cached tokens read from the KV cache
+        cached = P if window is None else _min(P, window)  # cached tokens read from the KV cache
         pairs = B * Hq * keys                               # (query, key) pairs per layer
         kv_read_k = B * cached * k_tok
         kv_read_v = B * cached * v_tok

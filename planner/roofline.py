@@ -11,7 +11,10 @@ the activation dtype, elementwise ops at the vector (fp32) rate.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -19,8 +22,11 @@ from .errors import PlannerError
 from .hardware import ComputeUnit, Efficiency, HardwareSpec, default_efficiency
 from .ops import ATTENTION, MATMUL, VECTOR, OpCost
 from .quantization import WeightFormat
-from .regimes import GROUPED_GEMM_OPS, GemmRegime, gemm_regime_for, kv_read_factor, matmul_preferences, weight_gemm_time_s
+from .regimes import (GROUPED_GEMM_OPS, GemmRegime, gemm_regime_for, kv_read_factor, matmul_preferences,
+                      weight_gemm_time_s)
 from .units import GB, TERA, US
+
+_PLAIN = (float, int)
 
 _CLASS_DTYPES = {
     ATTENTION: ("bf16", "fp16", "fp32", "int8"),
@@ -30,6 +36,10 @@ _CLASS_DTYPES = {
 
 def roofline_time_s(flops, n_bytes, peak_flops_per_s, bandwidth_bytes_per_s):
     """(time, compute_time, memory_time) in seconds: the larger of compute and memory time."""
+    if (flops.__class__ is float and n_bytes.__class__ is float and peak_flops_per_s.__class__ is float
+            and bandwidth_bytes_per_s.__class__ is float and peak_flops_per_s and bandwidth_bytes_per_s):
+        compute, memory = flops / peak_flops_per_s, n_bytes / bandwidth_bytes_per_s  # one configuration: floats
+        return (compute if compute >= memory else memory), compute, memory
     compute = np.asarray(flops, dtype=np.float64) / peak_flops_per_s
     memory = np.asarray(n_bytes, dtype=np.float64) / bandwidth_bytes_per_s
     return np.maximum(compute, memory), compute, memory
@@ -104,14 +114,14 @@ class DeviceModel:
     gemm_regime: GemmRegime | None = None   # weight-GEMM regime curve for this unit (regimes.gemm_regime_for)
     kernel_peak_flops: float = 0.0          # listed matmul peak x the regime's kernel_compute_fraction (FLOP/s)
 
-    @property
+    @cached_property  # read once per operator timed: computed once per device model
     def eff_peak_flops(self) -> dict[str, float]:
         """Peak x compute fraction per op class (class_compute_fraction[class] if set, else compute_fraction)."""
         eff = self.efficiency
         by_class = getattr(eff, "class_compute_fraction", None) or {}
         return {c: p * TERA * by_class.get(c, eff.compute_fraction) for c, p in self.peak_tflops.items()}
 
-    @property
+    @cached_property
     def eff_bandwidth_bytes_s(self) -> float:
         return self.bandwidth_gbs * GB * self.efficiency.bandwidth_fraction
 
@@ -185,13 +195,16 @@ class OpTime:
 def gemm_rows(op: OpCost, bytes_per_weight: float):
     """Rows R of a weight GEMM: flops / (2 x parameters read), parameters = weight_bytes / bytes per weight.
     Tokens in the step for dense layers; tokens per touched expert for MoE experts."""
+    if op.weight_bytes.__class__ is float and op.flops.__class__ is float:
+        params = op.weight_bytes / bytes_per_weight
+        return op.flops / max(2.0 * params, 1e-30)
     params = np.asarray(op.weight_bytes, dtype=np.float64) / bytes_per_weight
     return np.asarray(op.flops, dtype=np.float64) / np.maximum(2.0 * params, 1e-30)
 
 
 def matmul_peak_scale(rows, half_rows, dequant_factor: float = 1.0):
     """Share of the matmul peak a weight GEMM of R rows reaches: R / (R + half_rows) / dequant_factor."""
-    if not np.any(half_rows):
+    if not (half_rows if half_rows.__class__ in (float, int) else np.any(half_rows)):
         return 1.0 / dequant_factor
     return rows / (rows + half_rows) / dequant_factor
 
@@ -211,31 +224,51 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
         half = getattr(dev.efficiency, "compute_half_rows", 0.0)
     dq = getattr(dev, "dequant_factor", 1.0)
     cap = getattr(dev, "matmul_cap_flops", np.inf)
-    refine = bool(np.any(half)) or np.any(np.asarray(dq) != 1.0) or np.any(np.isfinite(cap))
+    if half.__class__ in _PLAIN and dq.__class__ in _PLAIN and cap.__class__ in _PLAIN:  # one device
+        refine = bool(half) or dq != 1.0 or math.isfinite(cap)
+    else:
+        refine = bool(np.any(half)) or np.any(np.asarray(dq) != 1.0) or np.any(np.isfinite(cap))
     kv_dq = getattr(dev.efficiency, "kv_dequant_overhead", None) or {}
     gemm_regime = getattr(dev, "gemm_regime", None)  # the committed constants; which devices: kernel_peak_flops > 0
-    kernel_peak = np.asarray(getattr(dev, "kernel_peak_flops", 0.0), dtype=np.float64)
-    applies = kernel_peak > 0  # a bool, or one per device of a stacked sweep device
+    kernel_peak = getattr(dev, "kernel_peak_flops", 0.0)
+    if kernel_peak.__class__ in _PLAIN:  # one device
+        applies = kernel_peak > 0
+        regime_on = gemm_regime is not None and applies
+        half_gemm = 0.0 if applies else half
+    else:  # a stacked sweep device: one flag per device
+        applies = np.asarray(kernel_peak) > 0
+        regime_on = gemm_regime is not None and bool(np.any(applies))
+        kernel_peak = np.where(applies, kernel_peak, 1.0)
+        half_gemm = np.where(applies, 0.0, half)
     out = []
     for op in ops:
         peak = peaks[op.compute]
-        weight_gemm = op.compute == MATMUL and np.any(np.asarray(op.weight_bytes) > 0)
-        rows = gemm_rows(op, getattr(dev, "bytes_per_weight", 2.0)) if weight_gemm else None
+        weight_gemm = op.compute == MATMUL and _any_positive(op.weight_bytes)
+        rows = gemm_rows(op, getattr(dev, "bytes_per_weight", 2.0)) if weight_gemm and (refine or regime_on) else None
         if refine and weight_gemm:  # the regime curve replaces the engine's R / (R + half_rows) shape
-            peak = np.minimum(peak, cap) * matmul_peak_scale(rows, np.where(applies, 0.0, half), dq)
+            capped = (peak if peak <= cap else cap) if peak.__class__ is float and cap.__class__ is float \
+                else np.minimum(peak, cap)
+            peak = capped * matmul_peak_scale(rows, half_gemm, dq)
         if op.compute == ATTENTION and op.kv_dtype in kv_dq:  # converting cached K/V costs compute time
             peak = peak / (1.0 + kv_dq[op.kv_dtype])
         t, c, m = roofline_time_s(op.flops, op_bytes(op, getattr(dev, "unit_dtypes", None)), peak, bw)
-        if weight_gemm and gemm_regime is not None and np.any(applies):  # tiles and ridge roll-off (regimes)
-            t_r, c_r = weight_gemm_time_s(c, m, rows, gemm_regime,
-                                          np.asarray(op.flops, dtype=np.float64) / np.where(applies, kernel_peak, 1.0),
+        if weight_gemm and regime_on:  # tile padding and the ridge roll-off (planner.regimes)
+            t_r, c_r = weight_gemm_time_s(c, m, rows, gemm_regime, np.asarray(op.flops, dtype=np.float64) / kernel_peak,
                                           op.name in GROUPED_GEMM_OPS)
             # both parts scaled by t / max(c, m): max(compute_s, memory_s) = time (latency.decode_sum_s sums the
             # max of the two), their ratio (the bound) unchanged
             stretch = t_r / np.maximum(np.maximum(c_r, m), 1e-300)
-            t, c, m = np.where(applies, t_r, t), np.where(applies, c_r * stretch, c), np.where(applies, m * stretch, m)
+            if applies is True:
+                t, c, m = t_r, c_r * stretch, m * stretch
+            else:
+                t, c, m = (np.where(applies, t_r, t), np.where(applies, c_r * stretch, c),
+                           np.where(applies, m * stretch, m))
         out.append(OpTime(op, op.count * (t + ovh), op.count * c, op.count * m, op.count * ovh))
     return out
+
+
+def _any_positive(x) -> bool:
+    return x > 0 if x.__class__ in (float, int) else bool(np.any(np.asarray(x) > 0))
 
 
 def op_bytes(op: OpCost, unit_dtypes) -> np.ndarray | float:
@@ -244,7 +277,8 @@ def op_bytes(op: OpCost, unit_dtypes) -> np.ndarray | float:
     f = kv_read_factor(unit_dtypes, op.kv_dtype) if (unit_dtypes and op.kv_dtype) else 1.0
     if f == 1.0:
         return op.bytes
-    return op.bytes + (f - 1.0) * np.asarray(op.kv_read_bytes, dtype=np.float64)
+    kv = op.kv_read_bytes
+    return op.bytes + (f - 1.0) * (float(kv) if kv.__class__ in _PLAIN else np.asarray(kv, dtype=np.float64))
 
 
 def step_time_s(op_times: list[OpTime], dev: DeviceModel):
@@ -254,7 +288,8 @@ def step_time_s(op_times: list[OpTime], dev: DeviceModel):
 
 def step_bound(op_times: list[OpTime]):
     """What the step's time goes to: 'compute' or 'memory' (time of ops limited by each), or 'overhead'."""
-    if all(np.ndim(ot.compute_s) == 0 and np.ndim(ot.memory_s) == 0 for ot in op_times):  # one configuration
+    if all(ot.compute_s.__class__ in _PLAIN and ot.memory_s.__class__ in _PLAIN
+           or np.ndim(ot.compute_s) == 0 and np.ndim(ot.memory_s) == 0 for ot in op_times):  # one configuration
         comp = sum(float(ot.compute_s) for ot in op_times if ot.compute_s > ot.memory_s)
         mem = sum(float(ot.memory_s) for ot in op_times if not ot.compute_s > ot.memory_s)
         ovh = sum(float(ot.overhead_s) for ot in op_times)

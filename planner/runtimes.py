@@ -33,7 +33,8 @@ from .hardware import SPECS_DIR, ComputeUnit, Efficiency, HardwareSpec, UnitKind
 from .io import read_yaml, validated
 
 RUNTIMES_DIR = Path(os.environ.get("PLANNER_RUNTIMES_DIR", SPECS_DIR / "runtimes"))
-Regime = Literal["decode", "prefill", "throughput"]
+Regime = Literal["decode", "prefill", "throughput", "decode_multi_gpu", "prefill_multi_gpu", "throughput_multi_gpu"]
+MULTI_GPU_SUFFIX = "_multi_gpu"  # an interval for tensor-parallel groups (planner/accuracy/benchmark.profile_intervals)
 REGIMES: tuple[str, ...] = ("decode", "prefill", "throughput")
 _ALIASES = {"llama.cpp": "llamacpp", "llama-cpp": "llamacpp", "tensorrt-llm": "trtllm", "trt-llm": "trtllm",
             "gptfast": "gpt-fast", "torch.compile": "gpt-fast", "vllm-rocm": "vllm", "vllm-cuda": "vllm",
@@ -191,21 +192,23 @@ def interval_regime(profile_class: RuntimeClass, stage: str, batch: int, moe: bo
                     multi_gpu: bool = False) -> Interval | None:
     """The interval for a headline figure: prefill figures use 'prefill'; decode and end-to-end figures use
     'decode' at batch 1 and 'throughput' at larger batches (falling back to the other if the profile lacks it).
-    Widened x EXTRAPOLATION_WIDEN (each) for a mixture-of-experts model or a tensor-parallel group when the class's
+    A tensor-parallel group uses the key's '_multi_gpu' interval where the profile has one (fitted from its
+    multi-GPU rows, never narrower than the key's own); without one it is widened x EXTRAPOLATION_WIDEN when the
+    class's fit had no tensor-parallel row. A mixture-of-experts model is widened x EXTRAPOLATION_WIDEN when the
     fit had no such row (extrapolating outside the fit)."""
     iv = profile_class.intervals
-    if stage == "prefill":
-        out = iv.get("prefill")
-    else:
-        order = ("decode", "throughput") if batch == 1 else ("throughput", "decode")
-        out = next((iv[r] for r in order if r in iv), None)
-    if out is None:
+    order = ("prefill",) if stage == "prefill" else ("decode", "throughput") if batch == 1 else ("throughput", "decode")
+    key = next((r for r in order if r in iv), None)
+    if key is None:
         return None
+    out = iv[key]
     fit = profile_class.fit
     factor = 1.0
     if moe and (fit is None or fit.moe_rows == 0):
         factor *= EXTRAPOLATION_WIDEN
-    if multi_gpu and (fit is None or fit.multi_gpu_rows == 0):
+    if multi_gpu and key + MULTI_GPU_SUFFIX in iv:
+        out = iv[key + MULTI_GPU_SUFFIX]
+    elif multi_gpu and (fit is None or fit.multi_gpu_rows == 0):
         factor *= EXTRAPOLATION_WIDEN
     return out if factor == 1.0 else widen(out, factor)
 

@@ -119,7 +119,7 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
     O = np.asarray(outputs, dtype=np.float64).reshape(1, 1, no)
     full = (nb, npr, no)
     flat_B, flat_P, flat_O = (np.broadcast_to(x, full).ravel() for x in (B, P, O))
-    frames = []
+    parts, names = [], {}  # per (model, format): columns; string -> code
     stacks = {}  # per format: the stacked devices, kept devices and unit choice (they do not depend on the model)
     for m, fmt in itertools.product(archs, fmts):
         if fmt.name not in stacks:
@@ -148,19 +148,57 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
         ovh = np.array([runtime_overhead_bytes(s, m, fmt) for s in keep])[:, None]
         total = need[None, :] + ovh
         fits = total <= cap
-        frames.append(pd.DataFrame({
-            "model": np.repeat(m.name, H * n), "hardware": np.repeat([s.id for s in keep], n),
-            "unit": np.array([d.unit for d in devs])[rows].ravel(), "weights": fmt.name, "kv_dtype": kvd,
+        devs_unit = [names.setdefault(d.unit, len(names)) for d in devs]
+        parts.append({
+            "model": np.full(H * n, names.setdefault(m.name, len(names))),
+            "hardware": np.repeat([names.setdefault(s.id, len(names)) for s in keep], n),
+            "unit": np.asarray(devs_unit)[rows].ravel(), "weights": np.full(H * n, names.setdefault(fmt.name, len(names))),
+            "kv_dtype": np.full(H * n, names.setdefault(kvd, len(names))),
             "batch": np.tile(Bf, H).astype(int), "prompt": np.tile(Pf, H).astype(int), "output": np.tile(Of, H).astype(int),
             "fits": fits.ravel(), "total_gb": (total / GB).ravel(), "capacity_gb": np.repeat(cap[:, 0] / GB, n),
             "ttft_ms": np.where(fits, ttft * 1e3, np.nan).ravel(),
             "tpot_ms": np.where(fits, tpot * 1e3, np.nan).ravel(),
             "decode_tok_s_total": np.where(fits, Bf / tpot, np.nan).ravel(),
             "e2e_s": np.where(fits, ttft + dsum, np.nan).ravel(),
-        }))
-    if not frames:
+        })
+    if not parts:
         raise PlannerError("sweep: no device in the grid runs any of the formats"
                            + (f" under the {prof.id} runtime profile (it covers: "
                               f"{', '.join(c.key for c in prof.classes)})" if prof is not None else ""))
-    return pd.concat(frames, ignore_index=True)
+    table = {}
+    for col in parts[0]:
+        v = np.concatenate([p[col] for p in parts])
+        table[col] = _strings(list(names), v) if col in _STRING_COLUMNS else v
+    return pd.DataFrame(table, copy=False)
+
+
+_STRING_COLUMNS = ("model", "hardware", "unit", "weights", "kv_dtype")
+
+
+def _strings(names: list[str], codes: np.ndarray):
+    """pandas' default string column of names[codes]: built from Arrow buffers in numpy (offsets and bytes) when
+    the default string dtype is Arrow-backed, instead of converting millions of Python strings one by one."""
+    import pandas as pd
+
+    dtype = pd.Series(["x"]).dtype
+    if getattr(dtype, "storage", None) != "pyarrow":
+        return pd.Series(np.asarray(names, dtype=object)[codes], dtype=dtype)
+    import pyarrow as pa
+
+    enc = [np.frombuffer(x.encode(), dtype=np.uint8) for x in names]
+    lens = np.array([len(b) for b in enc], dtype=np.int64)
+    starts = np.concatenate(([0], np.flatnonzero(codes[1:] != codes[:-1]) + 1))  # runs of one name
+    run_codes, run_lens = codes[starts], np.diff(np.append(starts, len(codes)))
+    offsets = np.zeros(len(codes) + 1, dtype=np.int64)
+    np.cumsum(np.repeat(lens[run_codes], run_lens), out=offsets[1:])
+    if len(starts) <= 50_000:  # the grid's order keeps names in long runs: one tile of bytes per run
+        data = np.concatenate([np.tile(enc[c], r) for c, r in zip(run_codes.tolist(), run_lens.tolist())])
+    else:  # one padded row of bytes per name, picked per row and unpadded
+        width = max(1, int(lens.max()))
+        mat = np.zeros((len(enc), width), dtype=np.uint8)
+        for i, b in enumerate(enc):
+            mat[i, :len(b)] = b
+        data = mat[codes][np.arange(width) < lens[codes][:, None]]
+    arr = pa.LargeStringArray.from_buffers(len(codes), pa.py_buffer(offsets), pa.py_buffer(data))
+    return pd.Series(pd.array(arr, dtype=dtype))
 

@@ -82,21 +82,23 @@ def _add_units(df):
 
 
 # GEMM-library parameters: properties of the kernels on one hardware class (Metal vs cuBLAS vs rocBLAS), not of the
-# engine; when an engine's parameters come from another class they fall back to the prior (fit.PRIOR)
+# engine; when an engine's parameters come from another class (fewer than MIN_FIT_ROWS rows of its own class in
+# the fit) they fall back to the prior (fit.PRIOR)
 COMPUTE_KEYS = ("compute_fraction", "compute_half_rows")
 
 
 def _fit(df, d: Design, mask: np.ndarray, fp16_acc: bool, cls: str | None = None) -> dict:
     """Parameters fitted on the masked rows (each row keeps its engine's fp16-accumulate setting); the result
-    carries fp16_acc, the setting of the engine it is for. With cls set and the rows from other classes only, the
-    compute parameters are reset to the prior (COMPUTE_KEYS)."""
+    carries fp16_acc, the setting of the engine it is for. With cls set and fewer than MIN_FIT_ROWS of the rows from
+    that class, the compute parameters are reset to the prior (COMPUTE_KEYS): a handful of rows cannot outweigh
+    another class's GEMM library in the pooled fit."""
     from .fit import PRIOR
 
     sub = d.subset(mask)
     formats = sorted({f for f in sub.fmt if f in WEIGHT_FORMATS_SET})
     params, _ = fit_design(sub, formats, df.loc[mask, "fp16_acc"].to_numpy(dtype=np.float64))
     params["fp16_accumulate"] = bool(fp16_acc)
-    if cls is not None and not (df.loc[mask, "hw_class"] == cls).any():
+    if cls is not None and (df.loc[mask, "hw_class"] == cls).sum() < MIN_FIT_ROWS:
         params.update({k: PRIOR[k] for k in COMPUTE_KEYS})
     return params
 
@@ -165,21 +167,31 @@ def _quantiles(x: np.ndarray) -> tuple[float, float]:
 
 
 def loso_intervals(df, log_ratio: np.ndarray, level: np.ndarray):
-    """(p10, p90) of predicted/measured time per row: the p10/p90 of the LOSO log-ratios of rows of *other* sources in
-    the same regime (fewer than MIN_INTERVAL_ROWS: all other sources), widened around their median by
-    EXTRAPOLATION_WIDEN for a row predicted by extrapolation (level other than `engine`)."""
+    """(p10, p90) of predicted/measured time per row from the LOSO log-ratios of rows of *other* sources:
+
+      groups   the row's regime and its regime x parallelism (one GPU vs a tensor-parallel group); a group with
+               fewer than MIN_INTERVAL_ROWS rows of other sources falls back to every regime (with the same
+               parallelism, then any)
+      range    [min of the groups' p10, max of their p90]: a row carries the error spread of every regime it
+               belongs to (a multi-GPU decode row is as uncertain as multi-GPU rows are, not only as decode rows)
+      widened  around each group's median by EXTRAPOLATION_WIDEN for a row predicted by extrapolation (level other
+               than `engine`)."""
     n = len(df)
-    lo, hi = np.full(n, np.nan), np.full(n, np.nan)
+    lo, hi = np.full(n, np.inf), np.full(n, -np.inf)
     src = df["source"].to_numpy()
     reg = df["regime"].to_numpy()
+    multi = (df["tp"] > 1).to_numpy()
     ok = (df["anomalous"] == "").to_numpy()
     for i in range(n):
-        m = ok & (src != src[i]) & (reg == reg[i])
-        if m.sum() < MIN_INTERVAL_ROWS:
-            m = ok & (src != src[i])
-        q10, q50, q90 = np.quantile(log_ratio[m], [0.10, 0.50, 0.90])
+        other = ok & (src != src[i])
         w = 1.0 if level[i] == "engine" else EXTRAPOLATION_WIDEN
-        lo[i], hi[i] = np.exp(q50 + (q10 - q50) * w), np.exp(q50 + (q90 - q50) * w)
+        for extra in (True, multi == multi[i]):
+            for m in (other & (reg == reg[i]) & extra, other & extra, other):
+                if m.sum() >= MIN_INTERVAL_ROWS:
+                    break
+            q10, q50, q90 = np.quantile(log_ratio[m], [0.10, 0.50, 0.90])
+            lo[i] = min(lo[i], np.exp(q50 + (q10 - q50) * w))
+            hi[i] = max(hi[i], np.exp(q50 + (q90 - q50) * w))
     return lo, hi
 
 
@@ -232,22 +244,31 @@ def production_fits(df, d: Design) -> dict:
 def profile_intervals(res, rt: str) -> tuple[dict, str]:
     """{interval key: (p10, p90, n)} of measured/predicted speed for engine rt from the LOSO residuals: the engine's
     own rows where a key has >= MIN_INTERVAL_ROWS, else all rows predicted by extrapolation (levels other than
-    `engine`) in that key; an engine with no row at all gets the extrapolated range widened by HF_EAGER_WIDEN."""
+    `engine`) in that key; an engine with no row at all gets the extrapolated range widened by HF_EAGER_WIDEN.
+    '<key>_multi_gpu' (runtimes.MULTI_GPU_SUFFIX): the same from the rows of tensor-parallel groups, kept only
+    where they are >= MIN_INTERVAL_ROWS, as [min p10, max p90] of the two (as loso_intervals)."""
+    from ..runtimes import MULTI_GPU_SUFFIX
+
     ok = res[res["anomalous"] == ""]
     out, srcs = {}, set()
     for key in ("decode", "prefill", "throughput"):
         regs = [r for r, k in INTERVAL_KEY.items() if k == key]
         own = ok[(ok["runtime"] == rt) & ok["regime"].isin(regs)]
         if len(own) >= MIN_INTERVAL_ROWS:
-            x, srcs = -np.log(own["ratio"].to_numpy()), srcs | {"own"}
+            pool, srcs = own, srcs | {"own"}
         else:
-            ext = ok[(ok["level"] != "engine") & ok["regime"].isin(regs)]
-            if len(ext) < 3:
+            pool = ok[(ok["level"] != "engine") & ok["regime"].isin(regs)]
+            if len(pool) < 3:
                 continue
-            x, srcs = -np.log(ext["ratio"].to_numpy()), srcs | {"extrapolated"}
-            if not (res["runtime"] == rt).any():
-                x = (x - np.median(x)) * HF_EAGER_WIDEN + np.median(x)
+            srcs = srcs | {"extrapolated"}
+        x = -np.log(pool["ratio"].to_numpy())
+        if not (res["runtime"] == rt).any():
+            x = (x - np.median(x)) * HF_EAGER_WIDEN + np.median(x)
         out[key] = (*_quantiles(x), int(len(x)))
+        multi = pool[pool["tp"] > 1]
+        if len(multi) >= MIN_INTERVAL_ROWS:
+            lo, hi = _quantiles(-np.log(multi["ratio"].to_numpy()))
+            out[key + MULTI_GPU_SUFFIX] = (min(lo, out[key][0]), max(hi, out[key][1]), int(len(multi)))
     text = ("leave-one-source-out residuals: " + " and ".join(
         {"own": "the engine's own rows", "extrapolated": "rows predicted without their engine's data (extrapolation"
                                                          " range)"}[k] for k in sorted(srcs)))

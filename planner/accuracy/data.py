@@ -8,8 +8,9 @@ notes (data/measured_public.md) say what each source measured.
 Metric definitions (what the planner has to predict for each row):
   decode_tok_s_per_seq  llama-bench `tg N` at depth D (input_len): N decode steps at contexts D .. D+N-1, batch 1;
                         tok/s = N / sum(step times). gpt-fast: ~5-token prompt, 100 new tokens (generate.py default).
-  prefill_tok_s         llama-bench `pp N`: N prompt tokens, processed in micro-batches of n_ubatch tokens (512 in
-                        both llama.cpp sources) each attending to the earlier ones; tok/s = N / sum(chunk times).
+  prefill_tok_s         llama-bench `pp N` (`pp N @ dD`: after D tokens already in the KV cache): N prompt tokens,
+                        processed in micro-batches of n_ubatch tokens (the row's `n_ubatch=`, else 512), each
+                        attending to the D + earlier ones; tok/s = N / sum(chunk times).
   ttft_ms               TensorRT-LLM 'Low Latency': batch 1, one output token = the prefill of input_len tokens.
   throughput_tok_s      TensorRT-LLM 'Peak Throughput', static batch B (gptSessionBenchmark): one prefill of
                         B x ISL then OSL - 1 decode steps; output tok/s per GPU = B * OSL / (prefill + decode sum)
@@ -66,10 +67,23 @@ HARDWARE_IDS: dict[str, str] = {
     # gpt-fast: power-limited to 330 W (of 400 W). Batch-1 decode is memory bound, so the power cap matters little.
     "NVIDIA A100-SXM 80GB (power-limited 330 W)": "a100-80gb-sxm",
     "AMD MI250X (1 GCD)": "mi250x-gcd",
+    # llama.cpp CUDA scoreboard (discussion #15013) and benches/dgx-spark.md
+    "NVIDIA RTX PRO 6000 Blackwell": "rtx-pro-6000-blackwell", "NVIDIA GeForce RTX 5090 32GB": "rtx-5090",
+    "NVIDIA GeForce RTX 5080 16GB": "rtx-5080", "NVIDIA GeForce RTX 5070 Ti 16GB": "rtx-5070-ti",
+    "NVIDIA GeForce RTX 5060 Ti (memory size not stated)": "rtx-5060-ti-16gb",
+    "NVIDIA H100 80GB (variant not stated)": "h100-sxm", "NVIDIA A100 80GB (variant not stated)": "a100-80gb-sxm",
+    "NVIDIA DGX Spark (GB10)": "dgx-spark",
 }
-HARDWARE_ASSUMPTIONS = {
+MAPPING_ASSUMPTIONS = {  # hardware and model labels mapped by assumption (listed in the report)
     "NVIDIA A100 (memory variant not stated)": "mapped to a100-80gb-sxm (80 GB implied by the batch sizes; SXM assumed)",
     "NVIDIA A100-SXM 80GB (power-limited 330 W)": "mapped to a100-80gb-sxm at datasheet peaks (330 W cap ignored)",
+    "NVIDIA RTX PRO 6000 Blackwell": "mapped to rtx-pro-6000-blackwell (Workstation / Max-Q edition not stated)",
+    "NVIDIA GeForce RTX 5060 Ti (memory size not stated)": "mapped to rtx-5060-ti-16gb (the 8 GB card has the same "
+                                                           "GPU and 448 GB/s; the 3.6 GiB model fits either)",
+    "NVIDIA H100 80GB (variant not stated)": "mapped to h100-sxm (SXM / PCIe not stated)",
+    "NVIDIA A100 80GB (variant not stated)": "mapped to a100-80gb-sxm (SXM / PCIe not stated)",
+    "Qwen3-Coder-30B-A3B-Instruct (MoE, ~3.3B active)": "mapped to qwen3-30b-a3b (same layer shapes and experts)",
+    "Qwen2.5-Coder-7B": "mapped to qwen2.5-7b (same layer shapes and vocabulary)",
 }
 
 MODEL_IDS: dict[str, str] = {
@@ -78,10 +92,13 @@ MODEL_IDS: dict[str, str] = {
     "Llama-3.1-8B": "llama-3.1-8b", "Llama-3.1-70B": "llama-3.1-70b", "Llama-3.1-405B": "llama-3.1-405b",
     "GPT-J-6B": "gpt-j-6b", "Mistral-7B-v0.1": "mistral-7b", "Falcon-180B": "falcon-180b",
     "Mixtral-8x7B-v0.1 (MoE, ~12.9B active)": "mixtral-8x7b",
+    "gpt-oss-20b (MoE, ~3.6B active)": "gpt-oss-20b", "gpt-oss-120b (MoE, ~5.1B active)": "gpt-oss-120b",
+    "Qwen3-Coder-30B-A3B-Instruct (MoE, ~3.3B active)": "qwen3-30b-a3b", "Qwen2.5-Coder-7B": "qwen2.5-7b",
+    "gemma-3-4b-it (QAT)": "gemma-3-4b",
 }
 
 FORMATS = {"f16": "fp16", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8", "int8": "int8", "q4_0": "q4_0",
-           "q8_0": "q8_0", "q4_k_m": "q4_k_m", "int4_g32": "int4-g32"}
+           "q8_0": "q8_0", "q4_k_m": "q4_k_m", "int4_g32": "int4-g32", "mxfp4": "mxfp4"}
 KV_DTYPES = {"f16": "fp16", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8"}
 
 # runtime id (hardware_specs/runtimes/<id>.yaml) from the source's framework label
@@ -104,7 +121,7 @@ def regime_of(kind: str, batch: int) -> str:
         return "e2e"
     return "decode_b1" if batch == 1 else "decode_batched"
 
-LLAMACPP_UBATCH = 512       # llama-bench n_ubatch default (both llama.cpp sources)
+LLAMACPP_UBATCH = 512       # llama-bench n_ubatch default, where a row's notes state no `n_ubatch=N`
 GPT_FAST_PROMPT = 5         # README: "prompt ~5 tokens"
 GPT_FAST_OUTPUT = 100       # generate.py default max_new_tokens (the README does not state it)
 
@@ -125,6 +142,17 @@ def _tp(row) -> int:
         return int(m.group(1))
     m = re.search(r"TP=(\d+)", str(row["notes"]))
     return int(m.group(1)) if m else 1
+
+
+def _llamacpp_settings(notes: str) -> tuple[int, bool, int]:
+    """(n_ubatch, flash attention, depth) of a llama-bench row from its notes: `n_ubatch=N`, `fa=0|1`, `depth=D`
+    (measured_public.md). Unstated: n_ubatch 512 and no flash attention (llama-bench defaults of the May 2024 and
+    Nov 2023 builds; -fa landed later and was off by default), depth 0."""
+    ub = re.search(r"n_ubatch=(\d+)", notes)
+    fa = re.search(r"\bfa=([01])\b", notes)
+    depth = re.search(r"\bdepth=(\d+)", notes)
+    return (int(ub.group(1)) if ub else LLAMACPP_UBATCH, bool(fa and fa.group(1) == "1"),
+            int(depth.group(1)) if depth else 0)
 
 
 def _runtime(framework: str) -> str | None:
@@ -173,6 +201,7 @@ def load_rows(path: str | Path = DATA_PATH, serving_path: str | Path | None = No
             prompt = int(r["input_len"]) if not pd.isna(r["input_len"]) else 0
             output = int(r["output_len"]) if not pd.isna(r["output_len"]) else 0
         anomaly = ANOMALOUS.get((r["hardware"], r["model"], r["weight_format"], metric))
+        ubatch, fa, depth = _llamacpp_settings(str(r["notes"])) if runtime == "llamacpp" else (0, True, 0)
         mapped.append({
             "file": Path(path).name, "kind": KINDS[metric], "ttft_mode": "batch",
             "work_div": tp if metric == "throughput_tok_s" else 1,  # TRT-LLM prints tok/s per GPU
@@ -180,10 +209,8 @@ def load_rows(path: str | Path = DATA_PATH, serving_path: str | Path | None = No
             "model": model, "weights": FORMATS[r["weight_format"]], "kv_dtype": KV_DTYPES[r["kv_dtype"]],
             "runtime": runtime, "metric": metric, "batch": batch, "prompt": prompt,
             "output": output, "measured": float(r["value"]),
-            # llama-bench of May 2024 and the Nov 2023 discussion ran without flash attention (llama.cpp's -fa
-            # landed later and was off by default); TRT-LLM and gpt-fast use fused attention
-            "flash_attention": runtime != "llamacpp",
-            "ubatch": LLAMACPP_UBATCH if runtime == "llamacpp" else 0,
+            # TRT-LLM and gpt-fast use fused attention; llama-bench rows say theirs (_llamacpp_settings)
+            "flash_attention": fa, "ubatch": ubatch, "depth": depth,
             "anomalous": anomaly or "", "tp": tp,
         })
     from .serving_rows import SERVING_PATH, load_serving_rows

@@ -65,8 +65,8 @@ def steps_of_row(r: dict) -> tuple[list[tuple], float]:
         past, w = _decode_steps(P, O)
         return [("decode", 1, 1, p, wi) for p, wi in zip(past, w)], float(O)
     if kind == "prefill_rate":
-        ub = r["ubatch"] or P
-        return [("prefill", 1, min(ub, P - s), s, 1.0) for s in range(0, P, ub)], float(P)
+        ub, depth = r["ubatch"] or P, int(r.get("depth", 0) or 0)
+        return [("prefill", 1, min(ub, depth + P - s), s, 1.0) for s in range(depth, depth + P, ub)], float(P)
     if kind == "ttft":
         mode = r.get("ttft_mode", "batch")
         if mode == "single":

@@ -151,11 +151,12 @@ def render_markdown(res, unmapped, profiles, checks, command: str, def_iv: dict,
             rows=("row", "size"), row_numbers=("row", lambda x: ", ".join(str(i) for i in x))).reset_index()
         lines += ["Row numbers are 0-based in data-file order.", "", _md_table(g), ""]
     lines += ["## Mapping assumptions", ""]
-    from .data import GPT_FAST_OUTPUT, HARDWARE_ASSUMPTIONS, LLAMACPP_UBATCH
-    for k, v in {**HARDWARE_ASSUMPTIONS, **ASSUMPTIONS}.items():
+    from .data import GPT_FAST_OUTPUT, LLAMACPP_UBATCH, MAPPING_ASSUMPTIONS
+    for k, v in {**MAPPING_ASSUMPTIONS, **ASSUMPTIONS}.items():
         lines.append(f"- `{k}`: {v}")
     lines += [f"- gpt-fast rows: prompt 5 tokens, {GPT_FAST_OUTPUT} new tokens (generate.py default).",
-              f"- llama.cpp prefill: micro-batches of {LLAMACPP_UBATCH} tokens, no flash attention.",
+              f"- llama.cpp rows: n_ubatch, flash attention and depth as the row's notes state (`n_ubatch=`, `fa=`, "
+              f"`depth=`); unstated: micro-batches of {LLAMACPP_UBATCH} tokens, no flash attention, depth 0.",
               "- Serving metrics (TTFT modes batch / queue / single, TPOT, e2e, throughput): "
               "`planner/accuracy/serving_rows.py` docstring.",
               "- Tensor-parallel rows: per-GPU operator costs and two ring all-reduces per layer over the node's link "

@@ -160,7 +160,8 @@ def map_serving_row(r: dict, hw_known: set, models_known: set) -> tuple[dict | N
     return {
         "source": src, "hardware_label": r["hardware"], "hardware": hw, "model": model, "weights": wf,
         "kv_dtype": kv, "runtime": runtime, "metric": metric, "kind": kind, "batch": B, "prompt": P, "output": O,
-        "measured": float(r["value"]) * scale, "flash_attention": True, "ubatch": 0, "anomalous": "", "tp": tp,
+        "measured": float(r["value"]) * scale, "flash_attention": True, "ubatch": 0, "depth": 0, "anomalous": "",
+        "tp": tp,
         "ttft_mode": TTFT_MODES.get(src, "single"), "work_div": 1,
     }, None
 

@@ -33,7 +33,7 @@ def test_every_published_row_is_mapped_or_listed_with_a_reason():
     raw = pd.read_csv(DATA_PATH)
     serving = pd.read_csv(SERVING_PATH)
     mapped, unmapped = load_rows()
-    assert len(mapped) + len(unmapped) == len(raw) + len(serving) == 674 + 518
+    assert len(mapped) + len(unmapped) == len(raw) + len(serving) == 744 + 518
     for name, n in (("measured_public.csv", len(raw)), ("measured_serving.csv", len(serving))):
         rows = set(mapped.loc[mapped["file"] == name, "row"]) | set(unmapped.loc[unmapped["file"] == name, "row"])
         assert rows == set(range(n))
@@ -57,9 +57,9 @@ def _planner_path_time(r: dict, eff: Efficiency) -> float:
     if r["metric"] == "decode_tok_s_per_seq":    # steps at contexts P .. P+O-1 = decode_sum_s with O+1 outputs
         return _decode_midpoint(m, fmt, kv, dev, 1, r["prompt"], r["output"] + 1, fa)
     if r["metric"] == "prefill_tok_s":
-        ub = r["ubatch"]
-        return sum(float(prefill_time_s(m, fmt, kv, dev, 1, min(ub, r["prompt"] - s), s, fa))
-                   for s in range(0, r["prompt"], ub))
+        ub, d = r["ubatch"], r["depth"]
+        return sum(float(prefill_time_s(m, fmt, kv, dev, 1, min(ub, d + r["prompt"] - s), s, fa))
+                   for s in range(d, d + r["prompt"], ub))
     if r["metric"] == "ttft_ms":
         return float(prefill_time_s(m, fmt, kv, dev, 1, r["prompt"], 0, fa))
     if r["kind"] != "throughput" or r["file"] != "measured_public.csv":
@@ -144,6 +144,14 @@ def test_row_steps_follow_the_benchmark_definitions():
     128 steps (weight 4 each) at contexts floor(4j + 2) = 2, 6, ..., 126."""
     steps, work = steps_of_row({"kind": "prefill_rate", "batch": 1, "prompt": 4096, "output": 0, "ubatch": 512})
     assert work == 4096 and [s[3] for s in steps] == list(range(0, 4096, 512)) and all(s[2] == 512 for s in steps)
+    # pp2048 @ d4096 with n_ubatch 2048: one chunk of 2048 tokens attending to 4096 + earlier ones; pp3000 @ d100
+    # with n_ubatch 2048: chunks of 2048 and 952 at pasts 100 and 2148
+    steps, work = steps_of_row({"kind": "prefill_rate", "batch": 1, "prompt": 2048, "output": 0, "ubatch": 2048,
+                                "depth": 4096})
+    assert work == 2048 and [(s[2], s[3]) for s in steps] == [(2048, 4096)]
+    steps, _ = steps_of_row({"kind": "prefill_rate", "batch": 1, "prompt": 3000, "output": 0, "ubatch": 2048,
+                             "depth": 100})
+    assert [(s[2], s[3]) for s in steps] == [(2048, 100), (952, 2148)]
     steps, work = steps_of_row({"kind": "decode_rate", "batch": 1, "prompt": 0, "output": 128, "ubatch": 0})
     assert work == 128 and len(steps) == 32 and sum(s[4] for s in steps) == 128
     assert [s[3] for s in steps[:3]] == [2.0, 6.0, 10.0]  # floor((j + 0.5) * 128 / 32) = floor(4j + 2)

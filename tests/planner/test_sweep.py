@@ -78,3 +78,17 @@ def test_closed_form_decode_sum_equals_the_step_by_step_sum(model, prompt, outpu
         total, last = decode_sum_s(m, f, "bf16", dev, batch, prompt, output, with_last=True)
         assert float(total) == pytest.approx(float(np.sum(steps)), rel=1e-9)
         assert float(last) == pytest.approx(float(steps[-1]), rel=1e-12)
+
+
+def test_string_columns_from_buffers_equal_python_strings():
+    """planner.sweep._strings (Arrow buffers built in numpy) against names[codes] as Python strings, both branches:
+    long runs of one name, and many short runs."""
+    import numpy as np
+
+    from planner.sweep import _strings
+
+    names = ["llama-2-7b", "a100-40gb-sxm", "gpu", "ü-ñ", "x"]
+    rng = np.random.default_rng(0)
+    for codes in (np.repeat(rng.integers(0, 5, 40), 1000), rng.integers(0, 5, 120_000)):
+        got = _strings(names, codes)
+        assert got.tolist() == [names[c] for c in codes]
