@@ -137,6 +137,19 @@ class GemmRegime(BaseModel):
         "GEMM dtype -> the kernel library's share of the tensor peak on large GEMMs (median over the measured "
         "GPUs): the rate the padded tiles run at"))
     vendors: list[str] = Field(min_length=1, description="vendors of the GPUs whose kernels the fit measured")
+    launch_us: dict[str, float] = Field(default_factory=dict, description=(
+        "GEMM dtype -> fixed time per GEMM launch in us (median over the measured GPUs of each table's t0): what a "
+        "GEMM costs beyond its roofline however small it is"))
+
+    def extra_launch_s(self, dtype: str) -> float:
+        """Fixed time a GEMM in `dtype` costs beyond a 16-bit one, in seconds:
+        max(0, launch_us[dtype] - launch_us['bf16']) x 1e-6. The engine's kernel_overhead_us is the per-op cost of
+        launching any kernel; an fp8 (W8A8) GEMM also quantizes and scales its activations, which the measured
+        tables put at ~10 us more per GEMM on Hopper (h100_sxm fp8 13.7 us vs bf16 3.5 us), ~13 us on B200."""
+        base = self.launch_us.get("bf16")
+        if base is None or dtype not in self.launch_us:
+            return 0.0
+        return max(0.0, self.launch_us[dtype] - base) * 1e-6
 
 
 class DecodeAttentionRegime(BaseModel):

@@ -113,6 +113,7 @@ class DeviceModel:
     unit_dtypes: tuple[str, ...] = ()       # dtypes the unit lists a peak for (native formats; regimes.kv_read_factor)
     gemm_regime: GemmRegime | None = None   # weight-GEMM regime curve for this unit (regimes.gemm_regime_for)
     kernel_peak_flops: float = 0.0          # listed matmul peak x the regime's kernel_compute_fraction (FLOP/s)
+    gemm_launch_s: float = 0.0              # fixed time per weight GEMM beyond a 16-bit one (GemmRegime.extra_launch_s)
 
     @cached_property  # read once per operator timed: computed once per device model
     def eff_peak_flops(self) -> dict[str, float]:
@@ -150,8 +151,9 @@ def device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff: 
     half = (getattr(eff, "format_half_rows", None) or {}).get(fmt.name, eff.compute_half_rows)
     regime, kernel_peak = (unit_gemm_regime(spec, unit, fmt, dtypes[MATMUL]) if getattr(eff, "regime_curves", True)
                            else (None, 0.0))
+    launch = regime.extra_launch_s(dtypes[MATMUL]) if regime is not None else 0.0
     return DeviceModel(spec.id, unit.name, dtypes, peaks, bw, eff, fmt.bytes_per_weight, dq, cap, half,
-                       tuple(unit.peak_tflops), regime, kernel_peak)
+                       tuple(unit.peak_tflops), regime, kernel_peak, launch)
 
 
 def unit_gemm_regime(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, dtype: str):
@@ -231,6 +233,7 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
     kv_dq = getattr(dev.efficiency, "kv_dequant_overhead", None) or {}
     gemm_regime = getattr(dev, "gemm_regime", None)  # the committed constants; which devices: kernel_peak_flops > 0
     kernel_peak = getattr(dev, "kernel_peak_flops", 0.0)
+    launch = getattr(dev, "gemm_launch_s", 0.0)  # 0 on devices where the regime does not apply
     if kernel_peak.__class__ in _PLAIN:  # one device
         applies = kernel_peak > 0
         regime_on = gemm_regime is not None and applies
@@ -263,6 +266,9 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
             else:
                 t, c, m = (np.where(applies, t_r, t), np.where(applies, c_r * stretch, c),
                            np.where(applies, m * stretch, m))
+            o = ovh + launch
+            out.append(OpTime(op, op.count * (t + o), op.count * c, op.count * m, op.count * o))
+            continue
         out.append(OpTime(op, op.count * (t + ovh), op.count * c, op.count * m, op.count * ovh))
     return out
 

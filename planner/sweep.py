@@ -43,6 +43,7 @@ class _StackedDevice:
     matmul_cap_flops: np.ndarray | float = np.inf
     gemm_regime: object = None                   # roofline.DeviceModel.gemm_regime (the committed constants)
     kernel_peak_flops: np.ndarray | float = 0.0  # per device; 0 where the regime does not apply
+    gemm_launch_s: np.ndarray | float = 0.0      # per device (roofline.DeviceModel.gemm_launch_s)
 
 
 def _stack(devs) -> _StackedDevice:
@@ -61,7 +62,8 @@ def _stack(devs) -> _StackedDevice:
         devs[0].bytes_per_weight, np.array([d.dequant_factor for d in devs]).reshape(shape),
         np.array([d.matmul_cap_flops for d in devs]).reshape(shape),
         next((d.gemm_regime for d in devs if d.gemm_regime is not None), None),
-        np.array([d.kernel_peak_flops for d in devs]).reshape(shape))
+        np.array([d.kernel_peak_flops for d in devs]).reshape(shape),
+        np.array([d.gemm_launch_s for d in devs]).reshape(shape))
 
 
 def _devices_for(fmt, specs, prof, efficiency, P, O, full):

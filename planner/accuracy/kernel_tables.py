@@ -343,16 +343,20 @@ def fit_regimes_document(gemm_files: dict[str, Path], moe_files: dict[str, Path]
                 for s, p in fs.items()}
 
     # the kernel library's share of the peak per dtype: median over the GPUs of each table's f (fp16 = bf16 rate)
-    fracs = {}
+    # and its fixed time per launch (t0), likewise
+    fracs, launches = {}, {}
     for key, v in res["gemm"]["tables"].items():
         fracs.setdefault(DTYPES[key.split("/")[1]][0], []).append(v["compute_fraction"])
+        launches.setdefault(DTYPES[key.split("/")[1]][0], []).append(v["launch_us"])
     kernel_fraction = {d: round(float(np.median(v)), 4) for d, v in sorted(fracs.items())}
+    launch_us = {d: round(float(np.median(v)), 3) for d, v in sorted(launches.items())}
     if "bf16" in kernel_fraction:
         kernel_fraction["fp16"] = kernel_fraction["bf16"]
+        launch_us["fp16"] = launch_us["bf16"]
     vendors = sorted({load_hardware(SYSTEMS[s]).vendor.lower() for s in gemm_files})
     doc = {"gemm": {"tile_m": res["gemm"]["tile_m"], "ridge_sharpness": res["gemm"]["ridge_sharpness"],
                     "grouped_tile_m": res["moe"]["tile_m"] if "moe" in res else res["gemm"]["tile_m"],
-                    "kernel_compute_fraction": kernel_fraction, "vendors": vendors},
+                    "kernel_compute_fraction": kernel_fraction, "vendors": vendors, "launch_us": launch_us},
            **({"decode_attention": {"split_kv_chunk": att["split_kv_chunk"], "ctas_per_sm": att["ctas_per_sm"]}}
               if att is not None else {}),
            "provenance": {

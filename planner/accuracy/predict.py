@@ -113,6 +113,7 @@ class Design:
     regime: np.ndarray       # bool: a weight GEMM on a unit the regime fit applies to (regimes.weight_gemm_time_s)
     grouped: np.ndarray      # bool: a grouped expert GEMM (regimes.GROUPED_GEMM_OPS)
     kernel_peak: np.ndarray  # FLOP/s of the padded tiles: datasheet peak x kernel_compute_fraction[dtype] (regime ops)
+    launch_s: np.ndarray     # fixed time per launch of a regime op beyond a 16-bit GEMM (roofline.DeviceModel.gemm_launch_s)
 
     def subset(self, mask_rows: np.ndarray) -> "Design":
         """The design restricted to rows where mask_rows is True (rows renumbered 0..k-1)."""
@@ -125,7 +126,7 @@ class Design:
                       self.tdp_w[keep], self.fmt[keep],
                       self.row_ops[idx], self.row_steps[idx], self.measured_time_s[idx], self.work[idx],
                       self.comm_s[idx], self.regime[keep], self.grouped[keep],
-                      self.kernel_peak[keep])
+                      self.kernel_peak[keep], self.launch_s[keep])
 
 
 def build_design(df) -> Design:
@@ -147,7 +148,7 @@ def build_design(df) -> Design:
             row_steps[i] += w
     # device inputs per row (datasheet peaks; efficiency enters only at evaluation)
     dev_peak, dev_acc, dev_bw, dev_tdp, dev_dtypes = {}, np.zeros(n), np.zeros(n), np.zeros(n), {}
-    dev_sm, dev_kpeak = np.zeros(n, dtype=bool), np.zeros(n)
+    dev_sm, dev_kpeak, dev_launch = np.zeros(n, dtype=bool), np.zeros(n), np.zeros(n)
     for i, r in enumerate(recs):
         spec = load_hardware(r["hardware"])
         fmt = weight_format(r["weights"])
@@ -155,13 +156,14 @@ def build_design(df) -> Design:
         dev = device_model(spec, unit, fmt, DATASHEET_EFFICIENCY)
         regime, dev_kpeak[i] = unit_gemm_regime(spec, unit, fmt, dev.dtypes[MATMUL])
         dev_sm[i] = regime is not None
+        dev_launch[i] = regime.extra_launch_s(dev.dtypes[MATMUL]) if regime is not None else 0.0
         dev_peak[i] = {c: p * TERA for c, p in dev.peak_tflops.items()}
         dev_dtypes[i] = dev.unit_dtypes
         dev_acc[i] = fp16_accumulate_peak(spec.unit(dev.unit), dev.dtypes[MATMUL]) * TERA
         dev_bw[i] = dev.bandwidth_gbs * 1e9
         dev_tdp[i] = spec.power.tdp_w if spec.power else 0.0
     parts = {k: [] for k in ("row", "weight", "flops", "bytes", "rows_gemm", "gemm", "peak", "peak_acc16", "bw", "tdp_w",
-                                     "fmt", "regime", "grouped", "kernel_peak")}
+                                     "fmt", "regime", "grouped", "kernel_peak", "launch_s")}
     row_ops = np.zeros(n)
     comm = np.zeros(n)
     for (model, weights, kv, flash, stage, tp, hw), items in steps_by_group.items():
@@ -199,12 +201,13 @@ def build_design(df) -> Design:
             parts["regime"].append(dev_sm[ri] & is_gemm)
             parts["grouped"].append(np.full(size, op.name in GROUPED_GEMM_OPS))
             parts["kernel_peak"].append(dev_kpeak[ri] if is_gemm else np.zeros(size))
+            parts["launch_s"].append(dev_launch[ri] if is_gemm else np.zeros(size))
             np.add.at(row_ops, ri, w * op.count)
     cat = {k: np.concatenate(v) for k, v in parts.items()}
     return Design(n, cat["row"], cat["weight"], cat["flops"], cat["bytes"], cat["rows_gemm"], cat["gemm"].astype(bool),
                   cat["peak"], cat["peak_acc16"], cat["bw"], cat["tdp_w"], cat["fmt"], row_ops, row_steps, meas, work, comm,
                   cat["regime"].astype(bool), cat["grouped"].astype(bool),
-                  cat["kernel_peak"])
+                  cat["kernel_peak"], cat["launch_s"])
 
 
 
@@ -229,6 +232,7 @@ def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
             sel = on & (d.grouped == grouped)
             op_t[sel] = weight_gemm_time_s(comp[sel], mem[sel], d.rows_gemm[sel], g,
                                            d.flops[sel] / d.kernel_peak[sel], grouped)[0]
+        op_t = op_t + np.where(on, d.launch_s, 0.0)  # fp8 GEMMs: the measured fixed cost (GemmRegime.extra_launch_s)
     t = np.bincount(r, weights=d.weight * op_t, minlength=d.n_rows)
     return (t + d.row_ops * params["kernel_overhead_us"] * 1e-6 + d.row_steps * params["step_overhead_ms"] * 1e-3
             + d.comm_s)

@@ -146,3 +146,27 @@ def test_sm_count_needs_a_source():
     with pytest.raises(ValidationError, match="sm_count_source"):
         ComputeUnit(name="gpu", kind="gpu", peak_tflops={"bf16": 100.0}, source="datasheet", sm_count=132)
     assert ComputeUnit(name="gpu", kind="gpu", peak_tflops={"bf16": 100.0}, source="datasheet").sm_count is None
+
+
+def test_fp8_gemm_pays_the_measured_launch_cost_bf16_does_not():
+    """regimes.yaml launch_us (median t0 of aiconfigurator's GEMM tables): fp8 13.669 us, bf16 3.389 us. An fp8 weight
+    GEMM on an H100 costs 13.669 - 3.389 = 10.28 us more per launch than the engine's per-op overhead (activation
+    quantization and scaling); a bf16 GEMM and any non-GEMM op pay only the engine's overhead."""
+    from planner.hardware import Efficiency, load_hardware
+    from planner.ops import VECTOR, OpCost
+    from planner.quantization import weight_format
+    from planner.roofline import device_model, time_ops
+
+    g = regimes.regime_constants().gemm
+    assert g.launch_us["fp8"] == pytest.approx(13.669) and g.launch_us["bf16"] == pytest.approx(3.389)
+    assert g.extra_launch_s("fp8") == pytest.approx(10.28e-6)
+    assert g.extra_launch_s("bf16") == 0.0 and g.extra_launch_s("fp16") == 0.0
+    spec = load_hardware("h100-sxm")
+    eff = Efficiency(bandwidth_fraction=0.8, compute_fraction=0.7, kernel_overhead_us=3.0)
+    gemm = OpCost("mlp", "decode", 2, 2 * 1e8, 1e8, 0.0)   # two launches
+    norm = OpCost("norm", "decode", 2, 1e4, 0.0, 1e4, compute=VECTOR)
+    for fmt, extra in (("fp8", 10.28e-6), ("bf16", 0.0)):
+        dev = device_model(spec, spec.units[0], weight_format(fmt), eff)
+        ot_gemm, ot_norm = time_ops([gemm, norm], dev)
+        assert float(ot_gemm.overhead_s) == pytest.approx(2 * (3e-6 + extra), rel=1e-9)
+        assert float(ot_norm.overhead_s) == pytest.approx(2 * 3e-6, rel=1e-9)
