@@ -177,6 +177,7 @@ class EfficiencyReport(_Out):
     fp16_accumulate: bool = False
     matmul_tflops_per_watt: float = 0.0
     regime_curves: bool = True  # the kernel-fitted GEMM regime curve (planner.regimes) where it applies
+    kv_cache_copy: bool = False  # the runtime copies its KV cache every decode step (Efficiency.kv_cache_copy)
     source: str
 
 

@@ -219,6 +219,10 @@ class Efficiency(_Frozen):
         "past one tile at the kernel library's share of the peak, ridge roll-off) where it applies (NVIDIA units "
         "with an SM count, fp16/bf16/fp8 weights), in place of R / (R + compute_half_rows); false = the plain "
         "roofline"))
+    kv_cache_copy: bool = Field(False, description=(
+        "the runtime re-allocates and copies its whole KV cache every decode step (Hugging Face transformers' "
+        "DynamicCache appends with torch.cat per layer): each decode attention op then moves its cache twice more, "
+        "one read and one write, 3 x the KV bytes in all (planner/roofline.py op_bytes)"))
     source: str = Field("", description="where these came from: kind default, device spec, calibration file")
 
 

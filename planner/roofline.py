@@ -234,6 +234,7 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
     gemm_regime = getattr(dev, "gemm_regime", None)  # the committed constants; which devices: kernel_peak_flops > 0
     kernel_peak = getattr(dev, "kernel_peak_flops", 0.0)
     launch = getattr(dev, "gemm_launch_s", 0.0)  # 0 on devices where the regime does not apply
+    kv_copy = getattr(dev.efficiency, "kv_cache_copy", False)  # a bool, or 0/1 per stacked device
     if kernel_peak.__class__ in _PLAIN:  # one device
         applies = kernel_peak > 0
         regime_on = gemm_regime is not None and applies
@@ -254,7 +255,7 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
             peak = capped * matmul_peak_scale(rows, half_gemm, dq)
         if op.compute == ATTENTION and op.kv_dtype in kv_dq:  # converting cached K/V costs compute time
             peak = peak / (1.0 + kv_dq[op.kv_dtype])
-        t, c, m = roofline_time_s(op.flops, op_bytes(op, getattr(dev, "unit_dtypes", None)), peak, bw)
+        t, c, m = roofline_time_s(op.flops, op_bytes(op, getattr(dev, "unit_dtypes", None), kv_copy), peak, bw)
         if weight_gemm and regime_on:  # tile padding and the ridge roll-off (planner.regimes)
             t_r, c_r = weight_gemm_time_s(c, m, rows, gemm_regime, np.asarray(op.flops, dtype=np.float64) / kernel_peak,
                                           op.name in GROUPED_GEMM_OPS)
@@ -277,14 +278,17 @@ def _any_positive(x) -> bool:
     return x > 0 if x.__class__ in (float, int) else bool(np.any(np.asarray(x) > 0))
 
 
-def op_bytes(op: OpCost, unit_dtypes) -> np.ndarray | float:
+def op_bytes(op: OpCost, unit_dtypes, kv_cache_copy=False) -> np.ndarray | float:
     """Bytes an op costs in bandwidth time: op.bytes, with the KV read scaled by regimes.kv_read_factor where the
-    unit converts the cache format in the kernel (fp8 KV on a unit without fp8 math)."""
+    unit converts the cache format in the kernel (fp8 KV on a unit without fp8 math), plus 2 x the KV read of a
+    decode op where the runtime copies its cache every step (Efficiency.kv_cache_copy: torch.cat reads the old cache
+    and writes the new one). kv_cache_copy: a bool, or one 0/1 per device of a stacked sweep device."""
     f = kv_read_factor(unit_dtypes, op.kv_dtype) if (unit_dtypes and op.kv_dtype) else 1.0
-    if f == 1.0:
+    copy = 2.0 * kv_cache_copy if op.stage == "decode" else 0.0
+    if f == 1.0 and (copy.__class__ is float and copy == 0.0):
         return op.bytes
     kv = op.kv_read_bytes
-    return op.bytes + (f - 1.0) * (float(kv) if kv.__class__ in _PLAIN else np.asarray(kv, dtype=np.float64))
+    return op.bytes + (f - 1.0 + copy) * (float(kv) if kv.__class__ in _PLAIN else np.asarray(kv, dtype=np.float64))
 
 
 def step_time_s(op_times: list[OpTime], dev: DeviceModel):

@@ -29,6 +29,7 @@ class _StackedEfficiency:
     step_overhead_ms: np.ndarray
     compute_half_rows: np.ndarray | float = 0.0
     kv_dequant_overhead: dict | None = None  # KV dtype -> array over devices
+    kv_cache_copy: np.ndarray | bool = False  # 0/1 per device (Efficiency.kv_cache_copy)
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,8 @@ def _stack(devs) -> _StackedDevice:
                            np.array([d.efficiency.compute_half_rows if d.compute_half_rows is None
                                      else d.compute_half_rows for d in devs]).reshape(shape),
                            {k: np.array([d.efficiency.kv_dequant_overhead.get(k, 0.0) for d in devs]).reshape(shape)
-                            for k in {k for d in devs for k in d.efficiency.kv_dequant_overhead}}),
+                            for k in {k for d in devs for k in d.efficiency.kv_dequant_overhead}},
+                           np.array([float(d.efficiency.kv_cache_copy) for d in devs]).reshape(shape)),
         devs[0].bytes_per_weight, np.array([d.dequant_factor for d in devs]).reshape(shape),
         np.array([d.matmul_cap_flops for d in devs]).reshape(shape),
         next((d.gemm_regime for d in devs if d.gemm_regime is not None), None),

@@ -206,10 +206,12 @@ EFF_KEYS = ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kern
 # dispatch with no CUDA graphs: ~1.1 ms per layer, i.e. ~160 us per planner op (7 ops per layer). Its cuBLAS and
 # elementwise kernels reach ~75% of bandwidth and large GEMMs ~60% of the tensor peak; ~2 ms per step for logits
 # processing, sampling and the generate() loop. Check: Llama-7B fp16 on an A100 at batch 1 -> ~50 ms per step, the
-# figure of the article quoted in issue 11 (tests/accuracy/test_accuracy_targets.py).
+# figure of the article quoted in issue 11 (tests/accuracy/test_accuracy_targets.py). Its DynamicCache appends each
+# step's K/V with torch.cat (transformers cache_utils.DynamicCache.update): the whole cache is read and written again
+# every decode step, which is what makes eager decode slow at large batch x context (kv_cache_copy).
 HF_EAGER = {"bandwidth_fraction": 0.75, "compute_fraction": 0.6, "compute_half_rows": 16.0,
             "kernel_overhead_us": 160.0, "step_overhead_ms": 2.0, "matmul_tflops_per_watt": 0.0,
-            "fp16_accumulate": False, "dequant_overhead": {}}
+            "fp16_accumulate": False, "dequant_overhead": {}, "kv_cache_copy": True}
 HF_EAGER_WIDEN = 1.5  # log-space widening of the extrapolated range for an engine with no measurement at all
 
 

@@ -113,6 +113,7 @@ class Design:
     regime: np.ndarray       # bool: a weight GEMM on a unit the regime fit applies to (regimes.weight_gemm_time_s)
     grouped: np.ndarray      # bool: a grouped expert GEMM (regimes.GROUPED_GEMM_OPS)
     kernel_peak: np.ndarray  # FLOP/s of the padded tiles: datasheet peak x kernel_compute_fraction[dtype] (regime ops)
+    kv_copy_bytes: np.ndarray  # 2 x the KV read of decode ops: moved again where the runtime copies its cache per step
     launch_s: np.ndarray     # fixed time per launch of a regime op beyond a 16-bit GEMM (roofline.DeviceModel.gemm_launch_s)
 
     def subset(self, mask_rows: np.ndarray) -> "Design":
@@ -126,7 +127,7 @@ class Design:
                       self.tdp_w[keep], self.fmt[keep],
                       self.row_ops[idx], self.row_steps[idx], self.measured_time_s[idx], self.work[idx],
                       self.comm_s[idx], self.regime[keep], self.grouped[keep],
-                      self.kernel_peak[keep], self.launch_s[keep])
+                      self.kernel_peak[keep], self.kv_copy_bytes[keep], self.launch_s[keep])
 
 
 def build_design(df) -> Design:
@@ -163,7 +164,7 @@ def build_design(df) -> Design:
         dev_bw[i] = dev.bandwidth_gbs * 1e9
         dev_tdp[i] = spec.power.tdp_w if spec.power else 0.0
     parts = {k: [] for k in ("row", "weight", "flops", "bytes", "rows_gemm", "gemm", "peak", "peak_acc16", "bw", "tdp_w",
-                                     "fmt", "regime", "grouped", "kernel_peak", "launch_s")}
+                                     "fmt", "regime", "grouped", "kernel_peak", "kv_copy_bytes", "launch_s")}
     row_ops = np.zeros(n)
     comm = np.zeros(n)
     for (model, weights, kv, flash, stage, tp, hw), items in steps_by_group.items():
@@ -201,13 +202,15 @@ def build_design(df) -> Design:
             parts["regime"].append(dev_sm[ri] & is_gemm)
             parts["grouped"].append(np.full(size, op.name in GROUPED_GEMM_OPS))
             parts["kernel_peak"].append(dev_kpeak[ri] if is_gemm else np.zeros(size))
+            parts["kv_copy_bytes"].append(2.0 * np.broadcast_to(np.asarray(op.kv_read_bytes, dtype=np.float64), (size,))
+                                          if stage == "decode" else np.zeros(size))
             parts["launch_s"].append(dev_launch[ri] if is_gemm else np.zeros(size))
             np.add.at(row_ops, ri, w * op.count)
     cat = {k: np.concatenate(v) for k, v in parts.items()}
     return Design(n, cat["row"], cat["weight"], cat["flops"], cat["bytes"], cat["rows_gemm"], cat["gemm"].astype(bool),
                   cat["peak"], cat["peak_acc16"], cat["bw"], cat["tdp_w"], cat["fmt"], row_ops, row_steps, meas, work, comm,
                   cat["regime"].astype(bool), cat["grouped"].astype(bool),
-                  cat["kernel_peak"], cat["launch_s"])
+                  cat["kernel_peak"], cat["kv_copy_bytes"], cat["launch_s"])
 
 
 
@@ -224,7 +227,10 @@ def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
     cap = d.tdp_w * params["matmul_tflops_per_watt"][r] * 1e12
     peak = np.where(d.gemm & (cap > 0), np.minimum(peak, np.where(cap > 0, cap, np.inf)), peak)
     comp = d.flops / (peak * scale)
-    mem = d.bytes / (d.bw * params["bandwidth_fraction"][r])
+    nbytes = d.bytes
+    if "kv_cache_copy" in params and np.any(params["kv_cache_copy"] > 0):  # Efficiency.kv_cache_copy (roofline.op_bytes)
+        nbytes = nbytes + params["kv_cache_copy"][r] * d.kv_copy_bytes
+    mem = nbytes / (d.bw * params["bandwidth_fraction"][r])
     op_t = np.maximum(comp, mem)
     if np.any(on):  # regimes.weight_gemm_time_s: tile padding and the ridge roll-off
         g = regime_constants().gemm
@@ -242,7 +248,8 @@ def params_for_rows(d: Design, effs: list) -> dict[str, np.ndarray]:
     """Per-row parameter arrays from one Efficiency per row (and the per-instance dequant factor)."""
     out = {k: np.array([getattr(e, k) for e in effs], dtype=np.float64)
            for k in ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kernel_overhead_us",
-                     "step_overhead_ms", "fp16_accumulate", "matmul_tflops_per_watt", "regime_curves")}
+                     "step_overhead_ms", "fp16_accumulate", "matmul_tflops_per_watt", "regime_curves",
+                     "kv_cache_copy")}
     dq_row = [e.dequant_overhead or {} for e in effs]
     out["dequant_factor"] = np.array([1.0 + dq_row[i].get(f, 0.0) for i, f in zip(d.row, d.fmt)])
     return out

@@ -92,3 +92,19 @@ def test_string_columns_from_buffers_equal_python_strings():
     for codes in (np.repeat(rng.integers(0, 5, 40), 1000), rng.integers(0, 5, 120_000)):
         got = _strings(names, codes)
         assert got.tolist() == [names[c] for c in codes]
+
+
+def test_sweep_matches_estimate_with_runtime_profiles():
+    """The sweep times every device at once with the same operators as estimate(): runtime profiles whose
+    refinements differ by device class (regime curves, fp8 launch cost, hf-eager's per-step KV-cache copy) give the
+    same numbers (rel 1e-9)."""
+    for runtime, weights in (("hf-eager", "fp16"), ("trtllm", "fp8"), ("vllm", "bf16")):
+        df = sweep(["llama-2-7b"], ["a100-80gb-sxm", "h100-sxm", "rtx-4090"], [weights], [1, 32], [2048], [128],
+                   runtime=runtime)
+        for _, r in df.iterrows():
+            e = estimate(r.model, r.hardware, r.weights, batch=int(r.batch), prompt=int(r.prompt),
+                         output=int(r.output), runtime=runtime)
+            assert bool(r.fits) == e.memory.fits
+            if e.memory.fits:
+                assert r.ttft_ms == pytest.approx(e.prefill.latency_ms, rel=1e-9), (runtime, r.hardware)
+                assert r.tpot_ms == pytest.approx(e.decode.latency_ms_per_token, rel=1e-9), (runtime, r.hardware)
