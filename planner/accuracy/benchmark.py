@@ -14,8 +14,8 @@
             Levels other than `engine` are extrapolation: their residuals make the (wider) ranges of unmeasured
             engines.
   range     [p10, p90] of the LOSO ratios of rows from *other* sources in the same regime (>= 10 rows; else all
-            other sources), widened x EXTRAPOLATION_WIDEN in log space around the median when the row is predicted
-            by extrapolation
+            other sources), each row weighted 1 / sqrt(rows of its source) (source_weights), widened
+            x EXTRAPOLATION_WIDEN in log space around the median when the row is predicted by extrapolation
   covered   ratio inside that range
 """
 
@@ -162,36 +162,47 @@ def loso_predict(df, d: Design, sources=None):
     return t, level, used
 
 
-def _quantiles(x: np.ndarray) -> tuple[float, float]:
-    return float(np.exp(np.quantile(x, 0.10))), float(np.exp(np.quantile(x, 0.90)))
+def source_weights(sources) -> np.ndarray:
+    """Weight of each residual in a range: 1 / sqrt(rows of its source). Counting rows lets one 139-row source
+    dictate every range; counting sources lets a 3-row source weigh as much as it. The square root sits between:
+    a source's say grows with its rows, but less than in proportion (its rows share one setup, one build, one
+    transcription: they are not independent draws)."""
+    _, inv, counts = np.unique(np.asarray(sources, dtype=object).astype(str), return_inverse=True, return_counts=True)
+    return 1.0 / np.sqrt(counts[inv])
+
+
+def weighted_quantiles(x: np.ndarray, w: np.ndarray, qs) -> np.ndarray:
+    """Quantiles of x under weights w: the weighted empirical CDF at the midpoints of each value's weight,
+    interpolated linearly (with equal weights: numpy's 'hazen' quantiles)."""
+    o = np.argsort(x, kind="stable")
+    x, w = np.asarray(x, dtype=np.float64)[o], np.asarray(w, dtype=np.float64)[o]
+    c = (np.cumsum(w) - 0.5 * w) / w.sum()
+    return np.interp(qs, c, x)
+
+
+def _quantiles(x: np.ndarray, sources) -> tuple[float, float]:
+    q10, q90 = weighted_quantiles(x, source_weights(sources), [0.10, 0.90])
+    return float(np.exp(q10)), float(np.exp(q90))
 
 
 def loso_intervals(df, log_ratio: np.ndarray, level: np.ndarray):
-    """(p10, p90) of predicted/measured time per row from the LOSO log-ratios of rows of *other* sources:
-
-      groups   the row's regime and its regime x parallelism (one GPU vs a tensor-parallel group); a group with
-               fewer than MIN_INTERVAL_ROWS rows of other sources falls back to every regime (with the same
-               parallelism, then any)
-      range    [min of the groups' p10, max of their p90]: a row carries the error spread of every regime it
-               belongs to (a multi-GPU decode row is as uncertain as multi-GPU rows are, not only as decode rows)
-      widened  around each group's median by EXTRAPOLATION_WIDEN for a row predicted by extrapolation (level other
-               than `engine`)."""
+    """(p10, p90) of predicted/measured time per row from the LOSO log-ratios of rows of *other* sources in the
+    same regime (fewer than MIN_INTERVAL_ROWS: every other source), each weighted by source_weights (1 / sqrt(rows
+    of its source)): a new source's error is one source's systematic offset plus its own spread, so the big sources
+    must not drown the others. Widened around the median by EXTRAPOLATION_WIDEN for a row predicted by
+    extrapolation (level other than `engine`)."""
     n = len(df)
-    lo, hi = np.full(n, np.inf), np.full(n, -np.inf)
+    lo, hi = np.full(n, np.nan), np.full(n, np.nan)
     src = df["source"].to_numpy()
     reg = df["regime"].to_numpy()
-    multi = (df["tp"] > 1).to_numpy()
     ok = (df["anomalous"] == "").to_numpy()
     for i in range(n):
-        other = ok & (src != src[i])
+        m = ok & (src != src[i]) & (reg == reg[i])
+        if m.sum() < MIN_INTERVAL_ROWS:
+            m = ok & (src != src[i])
+        q10, q50, q90 = weighted_quantiles(log_ratio[m], source_weights(src[m]), [0.10, 0.50, 0.90])
         w = 1.0 if level[i] == "engine" else EXTRAPOLATION_WIDEN
-        for extra in (True, multi == multi[i]):
-            for m in (other & (reg == reg[i]) & extra, other & extra, other):
-                if m.sum() >= MIN_INTERVAL_ROWS:
-                    break
-            q10, q50, q90 = np.quantile(log_ratio[m], [0.10, 0.50, 0.90])
-            lo[i] = min(lo[i], np.exp(q50 + (q10 - q50) * w))
-            hi[i] = max(hi[i], np.exp(q50 + (q90 - q50) * w))
+        lo[i], hi[i] = np.exp(q50 + (q10 - q50) * w), np.exp(q50 + (q90 - q50) * w)
     return lo, hi
 
 
@@ -266,10 +277,10 @@ def profile_intervals(res, rt: str) -> tuple[dict, str]:
         x = -np.log(pool["ratio"].to_numpy())
         if not (res["runtime"] == rt).any():
             x = (x - np.median(x)) * HF_EAGER_WIDEN + np.median(x)
-        out[key] = (*_quantiles(x), int(len(x)))
+        out[key] = (*_quantiles(x, pool["source"].to_numpy()), int(len(x)))
         multi = pool[pool["tp"] > 1]
         if len(multi) >= MIN_INTERVAL_ROWS:
-            lo, hi = _quantiles(-np.log(multi["ratio"].to_numpy()))
+            lo, hi = _quantiles(-np.log(multi["ratio"].to_numpy()), multi["source"].to_numpy())
             out[key + MULTI_GPU_SUFFIX] = (min(lo, out[key][0]), max(hi, out[key][1]), int(len(multi)))
     text = ("leave-one-source-out residuals: " + " and ".join(
         {"own": "the engine's own rows", "extrapolated": "rows predicted without their engine's data (extrapolation"
