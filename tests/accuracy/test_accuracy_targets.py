@@ -4,7 +4,7 @@
 What is guarded (the issue's targets are reported by `planner accuracy`; several regimes still miss them, see
 reports/accuracy.md): every regime with >= 20 rows must
   * beat the plain datasheet roofline on median error;
-  * stay under regression ceilings set just above the figures of 2026-12-01 (session 17: 1,115 mapped rows with the
+  * stay under regression ceilings set just above the figures of 2026-12-01 (session 17: 1,114 mapped rows with the
     llama.cpp CUDA scoreboard and DGX Spark benches, the kernel-fitted GEMM regime curves and fp8 launch cost):
     decode_b1 median 9.7 / p90 51.3, decode_batched 12.6 / 70.9, prefill 18.7 / 65.8, e2e 18.9 / 80.8; ceilings =
     those x ~1.15 (the batched median at its 15% target). History: the decode_b1 p90 rose 34 -> 51 when the 2025
