@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import PlannerError
 from ..hardware import load_hardware
 from ..ops import expected_distinct_experts
 from ..regimes import decode_attention_efficiency, ridge_rolloff_time, tile_padding_efficiency, wave_efficiency
@@ -65,8 +66,8 @@ def package_root() -> Path:
     try:
         import aiconfigurator_core  # noqa: F401 (fit time only)
     except ImportError as exc:
-        raise SystemExit("--fit-kernels needs the optional extra: pip install 'llm-planner[kernels]' "
-                         f"({PACKAGE}), or --kernels-root DIR of an unpacked wheel") from exc
+        raise PlannerError("--fit-kernels: needs the optional extra: pip install 'llm-planner[kernels]' "
+                           f"({PACKAGE}), or --kernels-root DIR of an unpacked wheel") from exc
     return Path(aiconfigurator_core.__file__).resolve().parent
 
 
@@ -387,7 +388,7 @@ def write_regimes(kernels_root: str | Path | None = None) -> tuple[Path, dict]:
     root = Path(kernels_root).resolve() if kernels_root else package_root()
     gemm, moe = table_files(root, "gemm"), table_files(root, "moe")
     if not gemm:
-        raise SystemExit(f"--kernels-root: no systems/data/<system>/gemm/{BACKEND}/<version>/gemm_perf.parquet "
+        raise PlannerError(f"--kernels-root: no systems/data/<system>/gemm/{BACKEND}/<version>/gemm_perf.parquet "
                          f"under {root}")
     att = table_files(root, "attention", ATTENTION_TABLE)
     doc = fit_regimes_document(gemm, moe, att, package_version(root), root.parent)
