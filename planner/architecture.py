@@ -272,11 +272,18 @@ class ModelArch(_Frozen):
     def mixer_counts(self) -> dict[str, int]:
         return dict(Counter(self.mixers))
 
+    @cached_property
+    def traits(self) -> tuple[str, ...]:
+        """Architecture traits that change which kernels run (sorted): the layer mixers (full, sliding, chunked,
+        sparse, linear, ssm) and 'mla' for latent attention. A runtime profile records the traits of the models it
+        was fitted on (runtimes.ClassFit.traits); a model with another trait is an extrapolation."""
+        return tuple(sorted(set(self.mixers) | ({"mla"} if self.mla else set())))
+
     def model_copy(self, *, update=None, deep: bool = False):
         """A copy with `update` applied; the cached layout is derived again from the new fields."""
         c = super().model_copy(update=update, deep=deep)
-        for k in ("mixers", "mlps", "mixer_counts", "num_moe_layers", "num_dense_layers", "_param_breakdown",
-                  "_count_memo"):
+        for k in ("mixers", "mlps", "mixer_counts", "traits", "num_moe_layers", "num_dense_layers",
+                  "_param_breakdown", "_count_memo"):
             c.__dict__.pop(k, None)
         return c
 

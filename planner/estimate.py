@@ -394,7 +394,7 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         pc = default_interval_class()  # ranges of the kind defaults against published measurements
     if pc is not None:
         from .runtimes import interval_regime
-        xp = {"moe": m.moe is not None, "multi_gpu": tp > 1}  # widened when the fit had no such row
+        xp = {"moe": m.moe is not None, "multi_gpu": tp > 1, "traits": m.traits}  # widened outside the fit
         ip, idd = interval_regime(pc, "prefill", batch, **xp), interval_regime(pc, "decode", batch, **xp)
     p_iv = d_iv = e_iv = {}
     if ip is not None:

@@ -70,6 +70,9 @@ class ClassFit(_Frozen):
     sources: list[str] = Field(default_factory=list, description="source ids of the rows fitted")
     moe_rows: int = Field(0, ge=0, description="fitted rows of mixture-of-experts models")
     multi_gpu_rows: int = Field(0, ge=0, description="fitted rows of tensor-parallel groups (TP > 1)")
+    traits: list[str] = Field(default_factory=list, description=(
+        "architecture traits of the fitted rows' models (architecture.ModelArch.traits: layer mixers, mla); empty = "
+        "not recorded"))
 
 
 class RuntimeClass(_Frozen):
@@ -189,13 +192,14 @@ def widen(iv: Interval, factor: float) -> Interval:
 
 
 def interval_regime(profile_class: RuntimeClass, stage: str, batch: int, moe: bool = False,
-                    multi_gpu: bool = False) -> Interval | None:
+                    multi_gpu: bool = False, traits: tuple[str, ...] = ()) -> Interval | None:
     """The interval for a headline figure: prefill figures use 'prefill'; decode and end-to-end figures use
     'decode' at batch 1 and 'throughput' at larger batches (falling back to the other if the profile lacks it).
     A tensor-parallel group uses the key's '_multi_gpu' interval where the profile has one (fitted from its
     multi-GPU rows, never narrower than the key's own); without one it is widened x EXTRAPOLATION_WIDEN when the
-    class's fit had no tensor-parallel row. A mixture-of-experts model is widened x EXTRAPOLATION_WIDEN when the
-    fit had no such row (extrapolating outside the fit)."""
+    class's fit had no tensor-parallel row. Widened x EXTRAPOLATION_WIDEN (each) for a mixture-of-experts model when
+    the fit had no such row, and for a model with an architecture trait (ModelArch.traits: sliding-window, SSM,
+    linear attention, MLA, ...) that none of the fitted models has (extrapolating outside the fit)."""
     iv = profile_class.intervals
     order = ("prefill",) if stage == "prefill" else ("decode", "throughput") if batch == 1 else ("throughput", "decode")
     key = next((r for r in order if r in iv), None)
@@ -205,6 +209,8 @@ def interval_regime(profile_class: RuntimeClass, stage: str, batch: int, moe: bo
     fit = profile_class.fit
     factor = 1.0
     if moe and (fit is None or fit.moe_rows == 0):
+        factor *= EXTRAPOLATION_WIDEN
+    if traits and fit is not None and fit.traits and not set(traits) <= set(fit.traits):
         factor *= EXTRAPOLATION_WIDEN
     if multi_gpu and key + MULTI_GPU_SUFFIX in iv:
         out = iv[key + MULTI_GPU_SUFFIX]

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..architecture import load_model
 from ..hardware import load_hardware
 from ..quantization import weight_format
 from ..roofline import select_unit
@@ -325,7 +326,8 @@ def build_profiles(df, d: Design, res, today: str | None = None) -> dict:
                 "fit": {"rows_fit": int(m.sum()), "devices_fit": devices, "devices_held_out": [],
                         "interval_source": iv_src, "level": lvl,
                         "sources": sorted(df.loc[m, "source"].unique()),
-                        "moe_rows": int(df.loc[m, "moe"].sum()), "multi_gpu_rows": int((df.loc[m, "tp"] > 1).sum())},
+                        "moe_rows": int(df.loc[m, "moe"].sum()), "multi_gpu_rows": int((df.loc[m, "tp"] > 1).sum()),
+                        "traits": sorted({t for mid in df.loc[m, "model"].unique() for t in load_model(mid).traits})},
             })
         if not classes:
             continue

@@ -103,10 +103,12 @@ def device_for(m, spec, fmt, efficiency="auto", runtime=None):
     return u, device_model(spec, u, fmt, resolve_efficiency(spec, u, efficiency, prof)), prof
 
 
-def speed_interval(spec, unit, efficiency="auto", prof=None, batch: int = 2, multi_gpu: bool = False):
+def speed_interval(spec, unit, efficiency="auto", prof=None, batch: int = 2, multi_gpu: bool = False,
+                   model=None):
     """The p10-p90 interval of measured / predicted speed that `planner estimate` would attach (runtimes.py):
     the runtime profile's class, or the kind defaults' interval when the default efficiencies apply; None when
-    none applies (calibration, device efficiency or the datasheet roofline). multi_gpu: a tensor-parallel group
+    none applies (calibration, device efficiency or the datasheet roofline). multi_gpu: a tensor-parallel group;
+    model: the ModelArch, whose MoE layers and architecture traits widen the range outside the fit
     (runtimes.interval_regime)."""
     from ..efficiency import efficiency_origin
     from ..runtimes import default_interval_class, interval_regime
@@ -115,10 +117,12 @@ def speed_interval(spec, unit, efficiency="auto", prof=None, batch: int = 2, mul
     pc = prof.for_unit(spec, unit) if origin == "runtime" else default_interval_class() if origin == "default" else None
     if pc is None:
         return None
-    iv = interval_regime(pc, "decode", batch, multi_gpu=multi_gpu)
+    xp = {"multi_gpu": multi_gpu} | ({"moe": model.moe is not None, "traits": model.traits} if model is not None
+                                     else {})
+    iv = interval_regime(pc, "decode", batch, **xp)
     if iv is None:
         return None
-    ip = interval_regime(pc, "prefill", batch, multi_gpu=multi_gpu) or iv
+    ip = interval_regime(pc, "prefill", batch, **xp) or iv
     regime = next((k for k, v in pc.intervals.items() if v is iv), "decode")
     return {"p10": iv.p10, "p90": iv.p90, "rows": iv.rows, "regime": regime,
             "prefill_p10": ip.p10, "prefill_p90": ip.p90,
@@ -293,7 +297,8 @@ def _interval(m, spec, cfg: ServingConfig, efficiency, s: dict) -> dict | None:
 
     fmt = weight_format(cfg.weights)
     u, _, prof = device_for(m, spec, fmt, efficiency, cfg.runtime)
-    return speed_interval(spec, u, efficiency, prof, max(1, round(s["mean_batch_busy"])), multi_gpu=cfg.tp > 1)
+    return speed_interval(spec, u, efficiency, prof, max(1, round(s["mean_batch_busy"])), multi_gpu=cfg.tp > 1,
+                          model=m)
 
 
 def offline_throughput(m, spec, cfg: ServingConfig, workload: Workload, n_requests: int = 1000, seed: int = 0,
@@ -394,7 +399,7 @@ def max_rate(model, config: ServingConfig | dict, workload: Workload, ttft_ms: f
                 "limits": {f"ttft_ms_{q}": ttft_ms, f"tpot_ms_{q}": tpot_ms}, "memory": eng.memory.verdict,
                 "requests_per_probe": n_requests, "precision": precision, "range": None})
     unit, _, prof = device_for(m, spec, eng.step_model.fmt, efficiency, cfg.runtime)
-    iv = speed_interval(spec, unit, efficiency, prof, 2, multi_gpu=cfg.tp > 1) if ranges else None
+    iv = speed_interval(spec, unit, efficiency, prof, 2, multi_gpu=cfg.tp > 1, model=m) if ranges else None
     if iv is not None:
         slow, fast = (search(x) for x in slow_fast(eng.step_model, iv))
         out["range"] = {k: [slow[k], fast[k]] for k in ("max_requests_per_s", "offline_requests_per_s")} | {

@@ -100,6 +100,23 @@ def test_committed_profiles_are_what_the_fit_makes(prepared, results):
                                     abs_tol=1e-6), (rt, c.key, k)
 
 
+def test_ranges_widen_for_an_architecture_outside_the_fit():
+    """LMDeploy's A100 class was fitted on dense Llama models only (traits: full attention). A model with latent
+    attention (DeepSeek-V3: mla) or linear-attention layers (Qwen3-Next: linear) is outside the fit: its range is
+    widened x1.3 in log space; a full-attention model's is not."""
+    from planner.architecture import load_model
+    from planner.hardware import load_hardware
+    from planner.runtimes import EXTRAPOLATION_WIDEN, interval_regime, load_runtime, widen
+    spec = load_hardware("a100-80gb-sxm")
+    pc = load_runtime("lmdeploy").for_unit(spec, spec.unit("gpu"))
+    assert pc.fit.traits == ["full"]
+    base = interval_regime(pc, "decode", 8)
+    assert interval_regime(pc, "decode", 8, traits=load_model("llama-3.1-8b").traits) == base
+    for mid in ("deepseek-v3", "qwen3-next-80b-a3b"):
+        assert set(load_model(mid).traits) - {"full"}
+        assert interval_regime(pc, "decode", 8, traits=load_model(mid).traits) == widen(base, EXTRAPOLATION_WIDEN)
+
+
 def test_hf_eager_profile_reproduces_the_articles_batch_table():
     """Issue 11's article: Llama-7B fp16 on an A100, eager HF transformers: 50 / 65 / 120 / 210 ms per decode step
     at batch 1 / 8 / 32 / 64 (~13% of the 2,039 GB/s bandwidth at batch 1: 13.5 GB / 50 ms). The article gives no
