@@ -168,11 +168,38 @@ class StepModel:
                 acc[2] += f[2]
         return [tuple(f) for f in feats]
 
+    def fresh_prefill_features(self, prompts: list[int]) -> list[tuple[float, float, float]]:
+        """prefill_features(prompts, [0, ...]): whole prompts, nothing cached. Per group: (sum n, 0, sum keys) with
+        keys = n (n + 1) / 2, or _fwin(n, W) on a window; every term is a whole number, so the float sums are exact
+        and equal prefill_features' in any order."""
+        out = []
+        for g in self.groups:
+            W = g.window
+            if W is None:
+                keys = sum(n * (n + 1) for n in prompts) // 2
+            else:
+                keys = sum(_fwin(n, W) for n in prompts)
+            out.append((float(sum(prompts)), 0.0, float(keys)))
+        return out
+
     def prefill_time(self, prompts: list[int], pasts: list[int] | None = None, logits: int | None = None) -> float:
-        """A step of prompt pieces (new tokens each, after `past` cached ones); all sample unless `logits`."""
-        pasts = pasts or [0] * len(prompts)
-        return self.step_time(sum(prompts), len(prompts) if logits is None else logits, None,
-                              self.prefill_features(prompts, pasts))
+        """A step of prompt pieces (new tokens each, after `past` cached ones); all sample unless `logits`.
+
+        A single whole prompt (no past, sampling) is remembered per step model, by its length: every simulation of
+        one configuration draws the same prompt lengths (the seed fixes them), so they recur; at most one entry
+        per distinct length."""
+        if pasts or logits is not None or len(prompts) != 1:
+            return self.step_time(sum(prompts), len(prompts) if logits is None else logits, None,
+                                  self.prefill_features(prompts, pasts) if pasts
+                                  else self.fresh_prefill_features(prompts))
+        memo = self.__dict__.get("_fresh_prefill_memo")
+        if memo is None:
+            memo = self.__dict__["_fresh_prefill_memo"] = {}
+        p = prompts[0]
+        t = memo.get(p)
+        if t is None:
+            t = memo[p] = self.step_time(p, 1, None, self.fresh_prefill_features(prompts))
+        return t
 
     def decode_run_time(self, b: int, sum_ctx: float, k: int) -> float:
         """Total time of k consecutive decode steps of the same b sequences (each context grows by 1 per step).
@@ -180,19 +207,62 @@ class StepModel:
         Step j's attention features grow linearly in j, so each op's time is max of two linear functions of j;
         the sum over j = 0..k-1 is taken in closed form (exact, no sampling).
         """
-        if k <= 0 or b <= 0:
-            return 0.0
+        return self.decode_run(b, sum_ctx)(k)
+
+    def decode_run(self, b: int, sum_ctx: float):
+        """k -> decode_run_time(b, sum_ctx, k): the per-op coefficients of the closed form (_sum_max_linear) worked
+        out once for a fixed batch and context, so the simulator can try several run lengths k at the cost of the
+        k-dependent terms alone (the same float operations in the same order: the same value, bit for bit)."""
+        if b <= 0:
+            return lambda k: 0.0
         ovh = self.kernel_overhead_s
-        t = k * (self.step_overhead_s + self._tok(b) + self._lm(b))
-        for idx, g in enumerate(self.groups):
-            if g.window is not None:
+        per_step = self.step_overhead_s + self._tok(b) + self._lm(b)
+        glob, windows = self._decode_ops()
+        # per global-attention op: (count, y0, dy, d0, s, case, bound) with d_j = d0 + s j = x_j - y_j;
+        # case 0: s == 0 (add max(d0, 0) per step); 1: d_j > 0 for j >= bound; 2: d_j > 0 for j <= bound
+        terms = []
+        c0, k0 = sum_ctx, sum_ctx + b
+        for count, f0, f1, f2, b0, b1, b2, f12, b12 in glob:
+            x0, dx = f0 * b + f1 * c0 + f2 * k0, f12 * b
+            y0, dy = b0 * b + b1 * c0 + b2 * k0, b12 * b
+            d0, s = x0 - y0, dx - dy
+            if s == 0:
+                terms.append((count, y0, dy, d0, s, 0, 0))
+            elif s > 0:
+                terms.append((count, y0, dy, d0, s, 1, max(0, math.floor(-d0 / s) + 1)))
+            else:
+                terms.append((count, y0, dy, d0, s, 2, math.ceil(-d0 / s) - 1))
+
+        def run_time(k: int) -> float:
+            if k <= 0:
+                return 0.0
+            t = k * per_step
+            for count, y0, dy, d0, s, case, bound in terms:
+                v = k * y0 + dy * k * (k - 1) / 2  # _sum_max_linear, inlined
+                if case == 0:
+                    v += k * max(d0, 0.0)
+                else:
+                    lo, hi = (bound, k - 1) if case == 1 else (0, min(k - 1, bound))
+                    if hi >= lo:
+                        n = hi - lo + 1
+                        v = v + n * d0 + s * (lo + hi) * n / 2   # left to right, as _sum_max_linear
+                t += count * (v + k * ovh)
+            for idx in windows:
                 t += self._window_run(idx, b, sum_ctx, k)
-                continue
-            c0, k0 = sum_ctx, sum_ctx + b
-            for count, f0, f1, f2, b0, b1, b2 in g.ops:
-                t += count * (_sum_max_linear(f0 * b + f1 * c0 + f2 * k0, (f1 + f2) * b,
-                                              b0 * b + b1 * c0 + b2 * k0, (b1 + b2) * b, k) + k * ovh)
-        return t
+            return t
+
+        return run_time
+
+    def _decode_ops(self):
+        """(global-attention decode ops with (f1 + f2, b1 + b2) appended, indices of the window groups), once per
+        model: the global group comes first in self.groups (_attention_coefficients), so summing it first keeps
+        decode_run_time's order of additions."""
+        cached = self.__dict__.get("_decode_ops_cache")
+        if cached is None or cached[0] is not self.groups:
+            glob = [(*op, op[2] + op[3], op[5] + op[6]) for g in self.groups if g.window is None for op in g.ops]
+            wins = [i for i, g in enumerate(self.groups) if g.window is not None]
+            cached = self.__dict__["_decode_ops_cache"] = (self.groups, glob, wins)
+        return cached[1], cached[2]
 
     def _window_run(self, idx: int, b: int, sum_ctx: float, k: int) -> float:
         """Sliding-window layers over a run of k steps: the per-step time is piecewise linear in the step, bending
