@@ -117,14 +117,15 @@ class EngineTrace:
 
 def steps_to_reach(run_time, gap: float, kmax: int) -> tuple[int, dict]:
     """Smallest k >= 1 with run_time(k) = decode_run_time(k) >= gap (k <= kmax), and the run times evaluated
-    on the way ({k: seconds}). The starting guess fits k t0 + s k (k - 1) / 2 through run_time(1) and
-    run_time(kmax) (exact for quadratic run times); the walk that follows makes the answer exact."""
+    on the way ({k: seconds}). The starting guess fits k t0 + s k (k - 1) / 2 through t0 = the first step's time
+    (run_time.step0_s where the step model gives it, else run_time(1)) and run_time(kmax) (exact for quadratic run
+    times); the walk that follows makes the answer exact."""
     seen = {kmax: run_time(kmax)}
     if seen[kmax] <= gap:
         return kmax, seen
     if kmax == 1:
         return 1, seen
-    t0 = seen[1] = run_time(1)
+    t0 = getattr(run_time, "step0_s", None) or run_time(1)
     s = 2 * (seen[kmax] - kmax * t0) / (kmax * (kmax - 1))
     if s > 1e-15:
         # k t0 + s k (k - 1) / 2 = gap
@@ -356,7 +357,9 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
                 admit_one(i)
                 state[i] = _PREFILLING
             dt = sm.prefill_time([pre[i] for i in batch])
-            advance(dt, b + len(batch))
+            now += dt   # advance(dt, b + len(batch)), inlined
+            busy += dt
+            bsum += (b + len(batch)) * dt
             steps += 1
             for i in batch:
                 prompt_done(i)
@@ -411,9 +414,10 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
             free += a  # no prompt piece to run: the decode branch takes this step
 
         if b > 0:
-            stall = make_room()
-            if stall:
-                advance(stall, b + len(prefilling))
+            if cnt[(-D) % bs] > free:   # make_room has work to do
+                stall = make_room()
+                if stall:
+                    advance(stall, b + len(prefilling))
             if b > 0:
                 while heap and heap[0][2] != gen[heap[0][1]]:
                     heapq.heappop(heap)
@@ -427,10 +431,13 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
                 k, taken = blocks_for_run(cnt, bs, D, b, free, k)
                 free -= taken
                 dt = seen[k] if seen and k in seen else run_time(k)
-                advance(dt, b)
+                now += dt   # advance(dt, b), inlined
+                busy += dt
+                bsum += b * dt
                 D += k
                 steps += k
-                complete(D)
+                if heap[0][0] <= D:
+                    complete(D)
                 continue
 
         if nxt < n:

@@ -68,6 +68,19 @@ class StepModel:
     kernel_overhead_s: float
     step_overhead_s: float
     prefill_factor: float = 1.0   # extra multiplier on prompt tokens' share of a step (scaled(); 1 = the core)
+    # derived once per instance (__post_init__): the global-attention decode ops with (f1 + f2, b1 + b2) appended,
+    # the indices of the window groups, and the times of single whole prompts already asked for (prefill_time)
+    _glob_ops: list = field(init=False, repr=False, compare=False)
+    _window_idx: list = field(init=False, repr=False, compare=False)
+    _prompt_memo: dict = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        # the global group comes first in self.groups (_attention_coefficients), so decode_run sums it first,
+        # keeping decode_run_time's order of additions
+        self._glob_ops = [(*op, op[2] + op[3], op[5] + op[6]) for g in self.groups if g.window is None
+                          for op in g.ops]
+        self._window_idx = [i for i, g in enumerate(self.groups) if g.window is not None]
+        self._prompt_memo = {}
 
     # ------------------------------------------------------------ building
 
@@ -192,9 +205,7 @@ class StepModel:
             return self.step_time(sum(prompts), len(prompts) if logits is None else logits, None,
                                   self.prefill_features(prompts, pasts) if pasts
                                   else self.fresh_prefill_features(prompts))
-        memo = self.__dict__.get("_fresh_prefill_memo")
-        if memo is None:
-            memo = self.__dict__["_fresh_prefill_memo"] = {}
+        memo = self._prompt_memo
         p = prompts[0]
         t = memo.get(p)
         if t is None:
@@ -212,24 +223,34 @@ class StepModel:
     def decode_run(self, b: int, sum_ctx: float):
         """k -> decode_run_time(b, sum_ctx, k): the per-op coefficients of the closed form (_sum_max_linear) worked
         out once for a fixed batch and context, so the simulator can try several run lengths k at the cost of the
-        k-dependent terms alone (the same float operations in the same order: the same value, bit for bit)."""
+        k-dependent terms alone (the same float operations in the same order: the same value, bit for bit).
+        Its attribute step0_s is the first step's time on the global layers (windowed ones left out), a guess."""
         if b <= 0:
-            return lambda k: 0.0
+            def none(k: int) -> float:
+                return 0.0
+            none.step0_s = 0.0
+            return none
         ovh = self.kernel_overhead_s
-        per_step = self.step_overhead_s + self._tok(b) + self._lm(b)
-        glob, windows = self._decode_ops()
+        if b <= self.max_tokens:
+            per_step = self.step_overhead_s + self.token_time[b] + self.lm_time[b]
+        else:
+            per_step = self.step_overhead_s + self._tok(b) + self._lm(b)
+        glob, windows = self._glob_ops, self._window_idx
         # per global-attention op: (count, y0, dy, d0, s, case, bound) with d_j = d0 + s j = x_j - y_j;
         # case 0: s == 0 (add max(d0, 0) per step); 1: d_j > 0 for j >= bound; 2: d_j > 0 for j <= bound
         terms = []
         c0, k0 = sum_ctx, sum_ctx + b
+        step0 = per_step   # the first step's time, global layers only: a starting guess for the simulator
         for count, f0, f1, f2, b0, b1, b2, f12, b12 in glob:
             x0, dx = f0 * b + f1 * c0 + f2 * k0, f12 * b
             y0, dy = b0 * b + b1 * c0 + b2 * k0, b12 * b
+            step0 += count * ((x0 if x0 > y0 else y0) + ovh)
             d0, s = x0 - y0, dx - dy
             if s == 0:
                 terms.append((count, y0, dy, d0, s, 0, 0))
             elif s > 0:
-                terms.append((count, y0, dy, d0, s, 1, max(0, math.floor(-d0 / s) + 1)))
+                lo = math.floor(-d0 / s) + 1
+                terms.append((count, y0, dy, d0, s, 1, lo if lo > 0 else 0))
             else:
                 terms.append((count, y0, dy, d0, s, 2, math.ceil(-d0 / s) - 1))
 
@@ -238,31 +259,25 @@ class StepModel:
                 return 0.0
             t = k * per_step
             for count, y0, dy, d0, s, case, bound in terms:
-                v = k * y0 + dy * k * (k - 1) / 2  # _sum_max_linear, inlined
-                if case == 0:
-                    v += k * max(d0, 0.0)
+                v = k * y0 + dy * k * (k - 1) / 2  # _sum_max_linear, inlined, its float operations in its order
+                if case == 1:   # d_j > 0 for j in [bound, k - 1]
+                    if k - 1 >= bound:
+                        n = k - bound
+                        v = v + n * d0 + s * (bound + k - 1) * n / 2
+                elif case == 2:   # d_j > 0 for j in [0, min(k - 1, bound)]
+                    hi = k - 1 if k - 1 < bound else bound
+                    if hi >= 0:
+                        n = hi + 1
+                        v = v + n * d0 + s * hi * n / 2
                 else:
-                    lo, hi = (bound, k - 1) if case == 1 else (0, min(k - 1, bound))
-                    if hi >= lo:
-                        n = hi - lo + 1
-                        v = v + n * d0 + s * (lo + hi) * n / 2   # left to right, as _sum_max_linear
+                    v += k * (d0 if d0 > 0.0 else 0.0)
                 t += count * (v + k * ovh)
             for idx in windows:
                 t += self._window_run(idx, b, sum_ctx, k)
             return t
 
+        run_time.step0_s = step0
         return run_time
-
-    def _decode_ops(self):
-        """(global-attention decode ops with (f1 + f2, b1 + b2) appended, indices of the window groups), once per
-        model: the global group comes first in self.groups (_attention_coefficients), so summing it first keeps
-        decode_run_time's order of additions."""
-        cached = self.__dict__.get("_decode_ops_cache")
-        if cached is None or cached[0] is not self.groups:
-            glob = [(*op, op[2] + op[3], op[5] + op[6]) for g in self.groups if g.window is None for op in g.ops]
-            wins = [i for i, g in enumerate(self.groups) if g.window is not None]
-            cached = self.__dict__["_decode_ops_cache"] = (self.groups, glob, wins)
-        return cached[1], cached[2]
 
     def _window_run(self, idx: int, b: int, sum_ctx: float, k: int) -> float:
         """Sliding-window layers over a run of k steps: the per-step time is piecewise linear in the step, bending
