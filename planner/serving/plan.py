@@ -469,7 +469,9 @@ class _Planner:
                 return None, f"{why} with {hi} replicas"
             hi = min(r_cap, max(hi + 1, math.ceil(hi * 1.1)))
 
-    def device(self, spec) -> dict:
+    def device(self, spec, ranges: bool = True) -> dict:
+        """The device's row: its best configuration (with the p10-p90 ranges of its latencies unless `ranges` is
+        False: the quantization recommendation compares formats on the simulated figures alone), or why none."""
         m, sc = self.m, self.sc
         node = node_for(spec)
         cands, reasons = [], []
@@ -509,7 +511,7 @@ class _Planner:
         if not cands:
             return self._rejected(spec, _summarize_reasons(reasons))
         if sc.single_device:
-            return self._single(spec, cands)
+            return self._single(spec, cands, ranges)
         rank = {n: i for i, n in enumerate(PRECISION_ORDER)}
         cands.sort(key=lambda c: (c.gpus_est, c.gpus_lb, rank.get(c.fmt.name, 99), c.tp))
         best, fails = None, []
@@ -531,9 +533,10 @@ class _Planner:
                 best, best_c = row, c
         if best is None:
             return self._rejected(spec, _summarize_reasons(fails + reasons))
-        return self.with_ranges(spec, best_c, dict(best, status="ok", reason=""))
+        row = dict(best, status="ok", reason="")
+        return self.with_ranges(spec, best_c, row) if ranges else row
 
-    def _single(self, spec, cands: list[_Cand]) -> dict:
+    def _single(self, spec, cands: list[_Cand], ranges: bool = True) -> dict:
         """On-device: one device, batch 1; the highest-precision format that meets both targets."""
         rank = {n: i for i, n in enumerate(PRECISION_ORDER)}
         cands = sorted((c for c in cands if c.tp == 1), key=lambda c: rank.get(c.fmt.name, 99))
@@ -541,7 +544,8 @@ class _Planner:
         for c in cands:
             ok, why, _ = self.run(spec, c, 1, 1)
             if ok:
-                return self.with_ranges(spec, c, dict(self.rows[-1], status="ok", reason=""))
+                row = dict(self.rows[-1], status="ok", reason="")
+                return self.with_ranges(spec, c, row) if ranges else row
             fails.append(f"{c.fmt.name}: {why}")
         return self._rejected(spec, _summarize_reasons(fails))
 

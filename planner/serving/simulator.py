@@ -26,6 +26,10 @@ Step times come from StepModel (the core cost model). Between scheduling events 
 a completion, the step at which the free blocks run out) the running set is fixed, so runs of decode steps are
 advanced at once with their exact total time: that is what makes 100,000 requests take seconds. Blocks are counted
 with a histogram of the running sequences' lengths modulo block_size, so a run of k steps takes O(block_size).
+Fast paths, each checked against its definition in tests/serving/test_fast_paths.py: the run time of k steps
+comes from coefficients worked out once per (batch, context) (StepModel.decode_run), so finding the run that reaches
+the next arrival (steps_to_reach) costs three or four evaluations; a run's blocks, when they surely fit, are one
+slice sum (blocks_for_run); one whole prompt's prefill time is remembered per step model.
 
 Metrics (vLLM benchmark_serving definitions): TTFT = first token - arrival; TPOT = (finish - first token) /
 (output - 1); end-to-end = finish - arrival; queueing = first admission - arrival. A preempted request keeps its
