@@ -73,6 +73,7 @@ class StepModel:
     _glob_ops: list = field(init=False, repr=False, compare=False)
     _window_idx: list = field(init=False, repr=False, compare=False)
     _prompt_memo: dict = field(init=False, repr=False, compare=False)
+    _per_batch: dict = field(init=False, repr=False, compare=False)   # b -> _batch_terms(b)
 
     def __post_init__(self):
         # the global group comes first in self.groups (_attention_coefficients), so decode_run sums it first,
@@ -81,6 +82,7 @@ class StepModel:
                           for op in g.ops]
         self._window_idx = [i for i, g in enumerate(self.groups) if g.window is not None]
         self._prompt_memo = {}
+        self._per_batch = {}
 
     # ------------------------------------------------------------ building
 
@@ -231,28 +233,28 @@ class StepModel:
             none.step0_s = 0.0
             return none
         ovh = self.kernel_overhead_s
-        if b <= self.max_tokens:
-            per_step = self.step_overhead_s + self.token_time[b] + self.lm_time[b]
-        else:
-            per_step = self.step_overhead_s + self._tok(b) + self._lm(b)
-        glob, windows = self._glob_ops, self._window_idx
+        per_b = self._per_batch.get(b)
+        if per_b is None:
+            per_b = self._per_batch[b] = self._batch_terms(b)
+        per_step, ops = per_b
+        windows = self._window_idx
         # per global-attention op: (count, y0, dy, d0, s, case, bound) with d_j = d0 + s j = x_j - y_j;
         # case 0: s == 0 (add max(d0, 0) per step); 1: d_j > 0 for j >= bound; 2: d_j > 0 for j <= bound
         terms = []
         c0, k0 = sum_ctx, sum_ctx + b
         step0 = per_step   # the first step's time, global layers only: a starting guess for the simulator
-        for count, f0, f1, f2, b0, b1, b2, f12, b12 in glob:
-            x0, dx = f0 * b + f1 * c0 + f2 * k0, f12 * b
-            y0, dy = b0 * b + b1 * c0 + b2 * k0, b12 * b
+        for count, f0b, f1, f2, b0b, b1, b2, dy, s, case in ops:
+            x0 = f0b + f1 * c0 + f2 * k0
+            y0 = b0b + b1 * c0 + b2 * k0
             step0 += count * ((x0 if x0 > y0 else y0) + ovh)
-            d0, s = x0 - y0, dx - dy
-            if s == 0:
-                terms.append((count, y0, dy, d0, s, 0, 0))
-            elif s > 0:
+            d0 = x0 - y0
+            if case == 1:
                 lo = math.floor(-d0 / s) + 1
                 terms.append((count, y0, dy, d0, s, 1, lo if lo > 0 else 0))
-            else:
+            elif case == 2:
                 terms.append((count, y0, dy, d0, s, 2, math.ceil(-d0 / s) - 1))
+            else:
+                terms.append((count, y0, dy, d0, s, 0, 0))
 
         def run_time(k: int) -> float:
             if k <= 0:
@@ -278,6 +280,22 @@ class StepModel:
 
         run_time.step0_s = step0
         return run_time
+
+    def _batch_terms(self, b: int):
+        """What decode_run needs of a batch of b alone: the step's fixed time (overhead, token ops, LM head) and per
+        global-attention op (count, f0 b, f1, f2, b0 b, b1, b2, dy, s, case) with dx = (f1 + f2) b,
+        dy = (b1 + b2) b, s = dx - dy and case = 0, 1, 2 for s = 0, > 0, < 0 (the same products decode_run_time
+        forms, computed once per batch)."""
+        if b <= self.max_tokens:
+            per_step = self.step_overhead_s + self.token_time[b] + self.lm_time[b]
+        else:
+            per_step = self.step_overhead_s + self._tok(b) + self._lm(b)
+        ops = []
+        for count, f0, f1, f2, b0, b1, b2, f12, b12 in self._glob_ops:
+            dx, dy = f12 * b, b12 * b
+            s = dx - dy
+            ops.append((count, f0 * b, f1, f2, b0 * b, b1, b2, dy, s, 0 if s == 0 else 1 if s > 0 else 2))
+        return per_step, ops
 
     def _window_run(self, idx: int, b: int, sum_ctx: float, k: int) -> float:
         """Sliding-window layers over a run of k steps: the per-step time is piecewise linear in the step, bending
@@ -324,7 +342,8 @@ def _fwin(x: float, W: int) -> float:
 
 
 def _sum_max_linear(x0: float, dx: float, y0: float, dy: float, k: int) -> float:
-    """sum_{j=0}^{k-1} max(x0 + dx j, y0 + dy j) in closed form."""
+    """sum_{j=0}^{k-1} max(x0 + dx j, y0 + dy j) in closed form. The reference for decode_run, which inlines it
+    with its per-batch and per-run parts hoisted (tests/serving/test_fast_paths.py: equal bit for bit)."""
     # max(x, y) = y + max(x - y, 0); d_j = d0 + s j
     d0, s = x0 - y0, dx - dy
     total_y = k * y0 + dy * k * (k - 1) / 2

@@ -4,7 +4,9 @@ Fast path                                   reference (its definition)          
 StepModel.decode_run(b, C)(k)               sum of k single decode steps, decode_time        rel 1e-9 (2e-3 on
                                             (b, C + b j), j = 0..k-1                         sliding windows: the
                                                                                              trapezoid across the bend)
-decode_run(b, C)(k) for several k           decode_run_time(b, C, k), one k at a time        bit for bit
+decode_run(b, C)(k) for several k           per op, _sum_max_linear(x0, dx, y0, dy, k) on    bit for bit
+                                            the op's compute and memory times at step 0 and
+                                            their slopes, plus k x the step's fixed time
 steps_to_reach(run_time, gap, kmax)         the smallest k in 1..kmax with run_time(k) >=    exact (same integer)
                                             gap, by scanning k = 1, 2, ...
 blocks_for_run(cnt, bs, D, b, free, kmax)   step by step: step j gives one block to each     exact (same integers)
@@ -26,7 +28,7 @@ from planner.hardware import load_hardware
 from planner.quantization import weight_format
 from planner.serving.engine import device_for
 from planner.serving.simulator import blocks_for_run, steps_to_reach
-from planner.serving.step_model import StepModel
+from planner.serving.step_model import StepModel, _sum_max_linear
 
 MODELS = ("llama-3.1-8b", "gemma-2-9b", "mixtral-8x7b", "falcon-h1-7b", "qwen3-8b")
 DEVICES = (("h100-sxm", "fp8"), ("a100-40gb-sxm", "fp16"), ("rtx-4090", "int4-g128"), ("apple-m4-max", "fp16"))
@@ -67,9 +69,26 @@ def test_decode_run_is_the_sum_of_single_steps(cfg, b, ctx, k):
     tol = 1e-9 if sm.model.attention_window is None else 2e-3
     run_time = sm.decode_run(b, C)
     assert run_time(k) == pytest.approx(one_by_one, rel=tol)
-    # the closure evaluated at several run lengths equals the one-shot call at each, bit for bit
+    # the closure evaluated at several run lengths (its per-batch terms remembered) equals the closed form op by
+    # op, bit for bit
     for kk in (1, k // 2, k, k + 7):
-        assert run_time(kk) == sm.decode_run_time(b, C, kk)
+        assert run_time(kk) == _reference_run_time(sm, b, C, kk)
+        assert sm.decode_run_time(b, C, kk) == run_time(kk)
+
+
+def _reference_run_time(sm: StepModel, b: int, C: float, k: int) -> float:
+    """decode_run_time as the sum over ops of _sum_max_linear (the form before the fast path)."""
+    if k <= 0:
+        return 0.0
+    t = k * (sm.step_overhead_s + sm._tok(b) + sm._lm(b))
+    for idx, g in enumerate(sm.groups):
+        if g.window is not None:
+            t += sm._window_run(idx, b, C, k)
+            continue
+        for count, f0, f1, f2, b0, b1, b2 in g.ops:
+            t += count * (_sum_max_linear(f0 * b + f1 * C + f2 * (C + b), (f1 + f2) * b,
+                                          b0 * b + b1 * C + b2 * (C + b), (b1 + b2) * b, k) + k * sm.kernel_overhead_s)
+    return t
 
 
 @SETTINGS
