@@ -1,6 +1,6 @@
 """Speed of the four loops a capacity planner lives in, measured side by side with a peer in one run.
 
-    python bench/speed.py [--repeats 7] [--peer-python PATH | --setup-peer]
+    python bench/speed.py [--repeats 7] [--peer-python PATH | --setup-peer] [--only estimate sweep cold plan]
 
 1. one `estimate()` call in process, against llm-analysis 0.2.2 `infer()` in process (same model and GPU:
    Llama-2-7B, A100 SXM 40GB, fp16, batch 1, prompt 512, 128 output tokens), interleaved repeats;
@@ -31,6 +31,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".bench-venv"
 PEER_VERSION = "llm-analysis==0.2.2"
+PARTS = ("estimate", "sweep", "cold", "plan")
 
 # The peer's in-process timing loop, run by the peer's interpreter; prints one JSON line of per-call seconds.
 PEER_INFER = r"""
@@ -131,11 +132,27 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=200, help="estimate()/infer() calls per repeat")
     ap.add_argument("--peer-python", default=None, help="python of a venv that has llm-analysis 0.2.2")
     ap.add_argument("--setup-peer", action="store_true", help=f"create .bench-venv/ with {PEER_VERSION}")
+    ap.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS), help="run only these parts")
     a = ap.parse_args()
+    if "estimate" in a.only:
+        _estimate_part(a, _peer(a))
+    if "sweep" in a.only:
+        _sweep_part(a)
+    if "cold" in a.only:
+        _cold_part(a, _peer(a))
+    if "plan" in a.only:
+        pt = plan_times(max(3, a.repeats // 2))
+        print(f"\nplan --scenario chat, whole catalog (llama-3.1-8b): {_fmt(pt, 1, 's')} (target <= 0.3 s)")
+
+
+def _peer(a) -> str | None:
     peer = setup_peer() if a.setup_peer else a.peer_python
     if peer is None and (VENV / "bin" / "python").exists():
         peer = str(VENV / "bin" / "python")
+    return peer
 
+
+def _estimate_part(a, peer) -> None:
     print(f"one estimate() call, {a.repeats} interleaved repeats of {a.calls} calls "
           f"(Llama-2-7B, A100 SXM 40GB, fp16, batch 1, 512 + 128 tokens)")
     own, theirs = [], []
@@ -149,10 +166,14 @@ def main() -> None:
         ratio = [o / t for o, t in zip(own, theirs)]
         print(f"  ratio planner / llm-analysis: {statistics.median(ratio):.2f} (target <= 0.5)")
 
+
+def _sweep_part(a) -> None:
     n, rates = sweep_rate(max(3, a.repeats // 2))
     print(f"\nvectorized sweep, {n:,} configurations: {statistics.median(rates):,.0f} configurations/s "
           f"(p10-p90 {_q(rates, 0.1):,.0f}-{_q(rates, 0.9):,.0f}; target >= 1,000,000)")
 
+
+def _cold_part(a, peer) -> None:
     n_cold = max(5, a.repeats)
     # byte-compile the package first, as `pip install` does for the peer's site-packages: with
     # PYTHONDONTWRITEBYTECODE set (as on this machine) an editable checkout would otherwise be compiled from source
@@ -172,9 +193,6 @@ def main() -> None:
         print(f"  llm-analysis CLI infer   {_fmt(peer_cold, 1e3, 'ms')}")
         print(f"  ratio planner / llm-analysis: {statistics.median(own_cold) / statistics.median(peer_cold):.2f} "
               f"(target <= 0.35)")
-
-    pt = plan_times(max(3, a.repeats // 2))
-    print(f"\nplan --scenario chat, whole catalog (llama-3.1-8b): {_fmt(pt, 1, 's')} (target <= 0.3 s)")
 
 
 if __name__ == "__main__":

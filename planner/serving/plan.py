@@ -43,6 +43,7 @@ devices last, with the reason.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -203,6 +204,8 @@ class _Planner:
         self.prices: dict = {}
         self.rows: list[dict] = []
         self.engines: dict = {}
+        self._cands: dict = {}
+        self._splits: dict = {}
 
     # ------------------------------------------------------------ per configuration
 
@@ -240,6 +243,16 @@ class _Planner:
         return engine_pool(self.m, fmt, self.kvd, spec, cfg, self.st.length_max)
 
     def candidate(self, spec, fmt, unit, tp: int, pp: int) -> _Cand:
+        """The cost-model screen of one configuration (module docstring, steps 2-3); a pure function of its
+        arguments within one plan, so worked out once (the quantization recommendation asks again)."""
+        sc = self.sc   # the recommendations narrow sc.formats only; key on everything else it reads as well
+        key = (id(spec), fmt.name, unit.name, tp, pp, sc.max_num_seqs, sc.ttft_p95_ms, sc.tpot_p95_ms,
+               sc.workload.qps)
+        if key not in self._cands:
+            self._cands[key] = (spec, self._candidate(spec, fmt, unit, tp, pp))
+        return dataclasses.replace(self._cands[key][1])
+
+    def _candidate(self, spec, fmt, unit, tp: int, pp: int) -> _Cand:
         m, sc, st = self.m, self.sc, self.st
         node = node_for(spec)
         c = _Cand(fmt, unit, tp, pp, 0, 0, 0)
@@ -344,9 +357,12 @@ class _Planner:
         from .parallelism import tp_step_time_s as step
 
         st, m = self.st, self.m
+        b = max(1, int(round((s or {}).get("mean_batch_busy") or 1)))
+        key = (id(spec), c.fmt.name, c.unit.name, c.tp, b)
+        if key in self._splits:  # a pure function of these within one plan
+            return self._splits[key][1]
         node = node_for(spec)
         link = node.intra_link() if c.tp > 1 else None
-        b = max(1, int(round((s or {}).get("mean_batch_busy") or 1)))
         ctx = st.prompt_mean + st.output_mean / 2
         p = max(1, int(round(st.prompt_mean)))
         dev, ds = self._dev(spec, c.fmt, c.unit), self._dev(spec, c.fmt, c.unit, datasheet=True)
@@ -356,7 +372,9 @@ class _Planner:
         t_sd = float(step(m, c.fmt, self.kvd, ds, "decode", b, 1, ctx, c.tp, link))
         t_d = max(st.output_mean - 1, 0) * t_s / b
         f_in = t_p / (t_p + t_d) if t_p + t_d > 0 else 0.0
-        return f_in, min(1.0, f_in * t_pd / t_p + (1 - f_in) * t_sd / t_s)
+        out = f_in, min(1.0, f_in * t_pd / t_p + (1 - f_in) * t_sd / t_s)
+        self._splits[key] = (spec, out)
+        return out
 
     def _row(self, spec, c: _Cand, replicas, seqs, s, status, why, chunked=False) -> dict:
         gpus = replicas * c.tp * c.pp
@@ -451,7 +469,9 @@ class _Planner:
                 return None, f"{why} with {hi} replicas"
             hi = min(r_cap, max(hi + 1, math.ceil(hi * 1.1)))
 
-    def device(self, spec) -> dict:
+    def device(self, spec, ranges: bool = True) -> dict:
+        """The device's row: its best configuration (with the p10-p90 ranges of its latencies unless `ranges` is
+        False: the quantization recommendation compares formats on the simulated figures alone), or why none."""
         m, sc = self.m, self.sc
         node = node_for(spec)
         cands, reasons = [], []
@@ -491,7 +511,7 @@ class _Planner:
         if not cands:
             return self._rejected(spec, _summarize_reasons(reasons))
         if sc.single_device:
-            return self._single(spec, cands)
+            return self._single(spec, cands, ranges)
         rank = {n: i for i, n in enumerate(PRECISION_ORDER)}
         cands.sort(key=lambda c: (c.gpus_est, c.gpus_lb, rank.get(c.fmt.name, 99), c.tp))
         best, fails = None, []
@@ -513,9 +533,10 @@ class _Planner:
                 best, best_c = row, c
         if best is None:
             return self._rejected(spec, _summarize_reasons(fails + reasons))
-        return self.with_ranges(spec, best_c, dict(best, status="ok", reason=""))
+        row = dict(best, status="ok", reason="")
+        return self.with_ranges(spec, best_c, row) if ranges else row
 
-    def _single(self, spec, cands: list[_Cand]) -> dict:
+    def _single(self, spec, cands: list[_Cand], ranges: bool = True) -> dict:
         """On-device: one device, batch 1; the highest-precision format that meets both targets."""
         rank = {n: i for i, n in enumerate(PRECISION_ORDER)}
         cands = sorted((c for c in cands if c.tp == 1), key=lambda c: rank.get(c.fmt.name, 99))
@@ -523,7 +544,8 @@ class _Planner:
         for c in cands:
             ok, why, _ = self.run(spec, c, 1, 1)
             if ok:
-                return self.with_ranges(spec, c, dict(self.rows[-1], status="ok", reason=""))
+                row = dict(self.rows[-1], status="ok", reason="")
+                return self.with_ranges(spec, c, row) if ranges else row
             fails.append(f"{c.fmt.name}: {why}")
         return self._rejected(spec, _summarize_reasons(fails))
 
@@ -614,13 +636,14 @@ def plan(model, scenario: str | Scenario = "chat", qps: float | None = None, ttf
     if sc.objective == "cost" and ((table["status"] == "ok") & table["usd_per_hour"].isna()).any():
         notes.append("devices without a price are ranked after priced ones, by energy per output token ('no price')")
     res = PlanResult(m.name, sc, table, pd.DataFrame(P.rows), [], 0.0, notes)
-    if res.best is not None:  # the recommended device's figures may rest on numbers its vendor does not publish
-        w = next(s for s in specs if s.id == res.best["hardware"]).unpublished_warning()
+    best = res.best
+    if best is not None:  # the recommended device's figures may rest on numbers its vendor does not publish
+        w = next(s for s in specs if s.id == best["hardware"]).unpublished_warning()
         if w:
             notes.append(w)
-    if recommend and res.best is not None:
+    if recommend and best is not None:
         from .recommend import recommendations
 
-        res.recommendations = recommendations(P, specs, res.best)
+        res.recommendations = recommendations(P, specs, best)
     res.elapsed_s = time.perf_counter() - t0
     return res

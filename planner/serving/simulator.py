@@ -26,6 +26,10 @@ Step times come from StepModel (the core cost model). Between scheduling events 
 a completion, the step at which the free blocks run out) the running set is fixed, so runs of decode steps are
 advanced at once with their exact total time: that is what makes 100,000 requests take seconds. Blocks are counted
 with a histogram of the running sequences' lengths modulo block_size, so a run of k steps takes O(block_size).
+Fast paths, each checked against its definition in tests/serving/test_fast_paths.py: the run time of k steps
+comes from coefficients worked out once per (batch, context) (StepModel.decode_run), so finding the run that reaches
+the next arrival (steps_to_reach) costs three or four evaluations; a run's blocks, when they surely fit, are one
+slice sum (blocks_for_run); one whole prompt's prefill time is remembered per step model.
 
 Metrics (vLLM benchmark_serving definitions): TTFT = first token - arrival; TPOT = (finish - first token) /
 (output - 1); end-to-end = finish - arrival; queueing = first admission - arrival. A preempted request keeps its
@@ -115,6 +119,70 @@ class EngineTrace:
         return int(self.preempted.sum()) if self.preempted is not None else 0
 
 
+def steps_to_reach(run_time, gap: float, kmax: int) -> tuple[int, dict]:
+    """Smallest k >= 1 with run_time(k) = decode_run_time(k) >= gap (k <= kmax), and the run times evaluated
+    on the way ({k: seconds}). The starting guess fits k t0 + s k (k - 1) / 2 through t0 = the first step's time
+    (run_time.step0_s where the step model gives it, else run_time(1)) and run_time(kmax) (exact for quadratic run
+    times); the walk that follows makes the answer exact."""
+    seen = {kmax: run_time(kmax)}
+    if seen[kmax] <= gap:
+        return kmax, seen
+    if kmax == 1:
+        return 1, seen
+    t0 = getattr(run_time, "step0_s", None) or run_time(1)
+    s = 2 * (seen[kmax] - kmax * t0) / (kmax * (kmax - 1))
+    if s > 1e-15:
+        # k t0 + s k (k - 1) / 2 = gap
+        a2, a1 = s / 2, t0 - s / 2
+        k = math.ceil((-a1 + math.sqrt(a1 * a1 + 4 * a2 * gap)) / (2 * a2))
+    else:
+        k = math.ceil(gap / t0) if t0 > 0 else kmax
+    k = min(max(k, 1), kmax)
+    while k > 1:
+        v = seen.get(k - 1)
+        if v is None:
+            v = seen[k - 1] = run_time(k - 1)
+        if v < gap:
+            break
+        k -= 1
+    while k < kmax:
+        v = seen.get(k)
+        if v is None:
+            v = seen[k] = run_time(k)
+        if v >= gap:
+            break
+        k += 1
+    return k, seen
+
+
+def blocks_for_run(cnt: list[int], bs: int, D: int, b: int, free: int, kmax: int) -> tuple[int, int]:
+    """Largest k <= kmax decode steps of the b running sequences whose new blocks fit in `free` blocks, and the
+    blocks they take. cnt[r]: decoding sequences whose cached length is base + D with base % bs == r; step j
+    (decode counter D + j) gives a new block to those at residue (-(D + j)) % bs. After make_room at least
+    step 0 fits."""
+    if b == 0:
+        return kmax, 0
+    cyc = min(kmax // bs, free // b)   # every block_size steps each sequence takes exactly one block
+    k, f = cyc * bs, free - cyc * b
+    if f >= b:
+        # the last r < block_size steps fall on r distinct residues, whose sequences number <= b <= f:
+        # all fit; they take the blocks of the sequences at residues (-D - j) % bs, j < r
+        r = kmax - k
+        if r <= 0:
+            return kmax, free - f
+        s0 = (-D) % bs
+        lo = s0 - r + 1
+        part = sum(cnt[lo:s0 + 1]) if lo >= 0 else sum(cnt[:s0 + 1]) + sum(cnt[bs + lo:])
+        return kmax, free - f + part
+    while k < kmax:
+        a = cnt[(-(D + k)) % bs]
+        if a > f:
+            break
+        f -= a
+        k += 1
+    return k, free - f
+
+
 def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
     """Simulate one engine serving `reqs`; returns per-request timestamps (rules in the module docstring)."""
     lim.check()
@@ -155,27 +223,6 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
     b, sum_base = 0, 0
     steps, busy, bsum, maxrun = 0, 0.0, 0.0, 0
     recomputed, swapped_bytes = 0, 0.0
-
-    def steps_to_reach(gap: float, kmax: int) -> int:
-        """Smallest k >= 1 with decode_run_time(k) >= gap (k <= kmax)."""
-        C = sum_base + b * D
-        if sm.decode_run_time(b, C, kmax) <= gap:
-            return kmax
-        t0 = sm.decode_time(b, C)
-        t1 = sm.decode_time(b, C + b * (kmax - 1))
-        s = (t1 - t0) / max(kmax - 1, 1)
-        if s > 1e-15:
-            # k t0 + s k (k - 1) / 2 = gap
-            a2, a1 = s / 2, t0 - s / 2
-            k = math.ceil((-a1 + math.sqrt(a1 * a1 + 4 * a2 * gap)) / (2 * a2))
-        else:
-            k = math.ceil(gap / t0)
-        k = min(max(k, 1), kmax)
-        while k > 1 and sm.decode_run_time(b, C, k - 1) >= gap:
-            k -= 1
-        while k < kmax and sm.decode_run_time(b, C, k) < gap:
-            k += 1
-        return k
 
     def start_decoding(i: int, length: int, to_go: int) -> None:
         """Request i holds `length` cached tokens and decodes `to_go` more tokens from now on."""
@@ -277,21 +324,6 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
             t += preempt_latest()
         return t
 
-    def run_blocks(kmax: int) -> tuple[int, int]:
-        """Largest k <= kmax decode steps whose new blocks fit in the free ones (>= 1 after make_room), and the
-        blocks they take."""
-        if b == 0:
-            return kmax, 0
-        cyc = min(kmax // bs, free // b)   # every block_size steps each sequence takes exactly one block
-        k, f = cyc * bs, free - cyc * b
-        while k < kmax:
-            a = cnt[(-(D + k)) % bs]
-            if a > f:
-                break
-            f -= a
-            k += 1
-        return k, free - f
-
     def advance(dt: float, resident: int) -> None:
         nonlocal now, busy, bsum
         now += dt
@@ -329,7 +361,9 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
                 admit_one(i)
                 state[i] = _PREFILLING
             dt = sm.prefill_time([pre[i] for i in batch])
-            advance(dt, b + len(batch))
+            now += dt   # advance(dt, b + len(batch)), inlined
+            busy += dt
+            bsum += (b + len(batch)) * dt
             steps += 1
             for i in batch:
                 prompt_done(i)
@@ -384,24 +418,30 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
             free += a  # no prompt piece to run: the decode branch takes this step
 
         if b > 0:
-            stall = make_room()
-            if stall:
-                advance(stall, b + len(prefilling))
+            if cnt[(-D) % bs] > free:   # make_room has work to do
+                stall = make_room()
+                if stall:
+                    advance(stall, b + len(prefilling))
             if b > 0:
                 while heap and heap[0][2] != gen[heap[0][1]]:
                     heapq.heappop(heap)
                 k = heap[0][0] - D
+                run_time = sm.decode_run(b, sum_base + b * D)
+                seen = None
                 if chunked and prefilling:
                     k = 1
                 elif not waiting and not swapped and nxt < n:
-                    k = steps_to_reach(arr[nxt] - now, k)
-                k, taken = run_blocks(k)
+                    k, seen = steps_to_reach(run_time, arr[nxt] - now, k)
+                k, taken = blocks_for_run(cnt, bs, D, b, free, k)
                 free -= taken
-                dt = sm.decode_run_time(b, sum_base + b * D, k)
-                advance(dt, b)
+                dt = seen[k] if seen and k in seen else run_time(k)
+                now += dt   # advance(dt, b), inlined
+                busy += dt
+                bsum += b * dt
                 D += k
                 steps += k
-                complete(D)
+                if heap[0][0] <= D:
+                    complete(D)
                 continue
 
         if nxt < n:

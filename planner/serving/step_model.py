@@ -68,6 +68,21 @@ class StepModel:
     kernel_overhead_s: float
     step_overhead_s: float
     prefill_factor: float = 1.0   # extra multiplier on prompt tokens' share of a step (scaled(); 1 = the core)
+    # derived once per instance (__post_init__): the global-attention decode ops with (f1 + f2, b1 + b2) appended,
+    # the indices of the window groups, and the times of single whole prompts already asked for (prefill_time)
+    _glob_ops: list = field(init=False, repr=False, compare=False)
+    _window_idx: list = field(init=False, repr=False, compare=False)
+    _prompt_memo: dict = field(init=False, repr=False, compare=False)
+    _per_batch: dict = field(init=False, repr=False, compare=False)   # b -> _batch_terms(b)
+
+    def __post_init__(self):
+        # the global group comes first in self.groups (_attention_coefficients), so decode_run sums it first,
+        # keeping decode_run_time's order of additions
+        self._glob_ops = [(*op, op[2] + op[3], op[5] + op[6]) for g in self.groups if g.window is None
+                          for op in g.ops]
+        self._window_idx = [i for i, g in enumerate(self.groups) if g.window is not None]
+        self._prompt_memo = {}
+        self._per_batch = {}
 
     # ------------------------------------------------------------ building
 
@@ -168,11 +183,36 @@ class StepModel:
                 acc[2] += f[2]
         return [tuple(f) for f in feats]
 
+    def fresh_prefill_features(self, prompts: list[int]) -> list[tuple[float, float, float]]:
+        """prefill_features(prompts, [0, ...]): whole prompts, nothing cached. Per group: (sum n, 0, sum keys) with
+        keys = n (n + 1) / 2, or _fwin(n, W) on a window; every term is a whole number, so the float sums are exact
+        and equal prefill_features' in any order."""
+        out = []
+        for g in self.groups:
+            W = g.window
+            if W is None:
+                keys = sum(n * (n + 1) for n in prompts) // 2
+            else:
+                keys = sum(_fwin(n, W) for n in prompts)
+            out.append((float(sum(prompts)), 0.0, float(keys)))
+        return out
+
     def prefill_time(self, prompts: list[int], pasts: list[int] | None = None, logits: int | None = None) -> float:
-        """A step of prompt pieces (new tokens each, after `past` cached ones); all sample unless `logits`."""
-        pasts = pasts or [0] * len(prompts)
-        return self.step_time(sum(prompts), len(prompts) if logits is None else logits, None,
-                              self.prefill_features(prompts, pasts))
+        """A step of prompt pieces (new tokens each, after `past` cached ones); all sample unless `logits`.
+
+        A single whole prompt (no past, sampling) is remembered per step model, by its length: every simulation of
+        one configuration draws the same prompt lengths (the seed fixes them), so they recur; at most one entry
+        per distinct length."""
+        if pasts or logits is not None or len(prompts) != 1:
+            return self.step_time(sum(prompts), len(prompts) if logits is None else logits, None,
+                                  self.prefill_features(prompts, pasts) if pasts
+                                  else self.fresh_prefill_features(prompts))
+        memo = self._prompt_memo
+        p = prompts[0]
+        t = memo.get(p)
+        if t is None:
+            t = memo[p] = self.step_time(p, 1, None, self.fresh_prefill_features(prompts))
+        return t
 
     def decode_run_time(self, b: int, sum_ctx: float, k: int) -> float:
         """Total time of k consecutive decode steps of the same b sequences (each context grows by 1 per step).
@@ -180,19 +220,82 @@ class StepModel:
         Step j's attention features grow linearly in j, so each op's time is max of two linear functions of j;
         the sum over j = 0..k-1 is taken in closed form (exact, no sampling).
         """
-        if k <= 0 or b <= 0:
-            return 0.0
+        return self.decode_run(b, sum_ctx)(k)
+
+    def decode_run(self, b: int, sum_ctx: float):
+        """k -> decode_run_time(b, sum_ctx, k): the per-op coefficients of the closed form (_sum_max_linear) worked
+        out once for a fixed batch and context, so the simulator can try several run lengths k at the cost of the
+        k-dependent terms alone (the same float operations in the same order: the same value, bit for bit).
+        Its attribute step0_s is the first step's time on the global layers (windowed ones left out), a guess."""
+        if b <= 0:
+            def none(k: int) -> float:
+                return 0.0
+            none.step0_s = 0.0
+            return none
         ovh = self.kernel_overhead_s
-        t = k * (self.step_overhead_s + self._tok(b) + self._lm(b))
-        for idx, g in enumerate(self.groups):
-            if g.window is not None:
+        per_b = self._per_batch.get(b)
+        if per_b is None:
+            per_b = self._per_batch[b] = self._batch_terms(b)
+        per_step, ops = per_b
+        windows = self._window_idx
+        # per global-attention op: (count, y0, dy, d0, s, case, bound) with d_j = d0 + s j = x_j - y_j;
+        # case 0: s == 0 (add max(d0, 0) per step); 1: d_j > 0 for j >= bound; 2: d_j > 0 for j <= bound
+        terms = []
+        c0, k0 = sum_ctx, sum_ctx + b
+        step0 = per_step   # the first step's time, global layers only: a starting guess for the simulator
+        for count, f0b, f1, f2, b0b, b1, b2, dy, s, case in ops:
+            x0 = f0b + f1 * c0 + f2 * k0
+            y0 = b0b + b1 * c0 + b2 * k0
+            step0 += count * ((x0 if x0 > y0 else y0) + ovh)
+            d0 = x0 - y0
+            if case == 1:
+                lo = math.floor(-d0 / s) + 1
+                terms.append((count, y0, dy, d0, s, 1, lo if lo > 0 else 0))
+            elif case == 2:
+                terms.append((count, y0, dy, d0, s, 2, math.ceil(-d0 / s) - 1))
+            else:
+                terms.append((count, y0, dy, d0, s, 0, 0))
+
+        def run_time(k: int) -> float:
+            if k <= 0:
+                return 0.0
+            t = k * per_step
+            for count, y0, dy, d0, s, case, bound in terms:
+                v = k * y0 + dy * k * (k - 1) / 2  # _sum_max_linear, inlined, its float operations in its order
+                if case == 1:   # d_j > 0 for j in [bound, k - 1]
+                    if k - 1 >= bound:
+                        n = k - bound
+                        v = v + n * d0 + s * (bound + k - 1) * n / 2
+                elif case == 2:   # d_j > 0 for j in [0, min(k - 1, bound)]
+                    hi = k - 1 if k - 1 < bound else bound
+                    if hi >= 0:
+                        n = hi + 1
+                        v = v + n * d0 + s * hi * n / 2
+                else:
+                    v += k * (d0 if d0 > 0.0 else 0.0)
+                t += count * (v + k * ovh)
+            for idx in windows:
                 t += self._window_run(idx, b, sum_ctx, k)
-                continue
-            c0, k0 = sum_ctx, sum_ctx + b
-            for count, f0, f1, f2, b0, b1, b2 in g.ops:
-                t += count * (_sum_max_linear(f0 * b + f1 * c0 + f2 * k0, (f1 + f2) * b,
-                                              b0 * b + b1 * c0 + b2 * k0, (b1 + b2) * b, k) + k * ovh)
-        return t
+            return t
+
+        run_time.step0_s = step0
+        return run_time
+
+    def _batch_terms(self, b: int):
+        """What decode_run needs of a batch of b alone: the step's fixed time (overhead, token ops, LM head) and per
+        global-attention op (count, f0 b, f1, f2, b0 b, b1, b2, dy, s, case) with dx = (f1 + f2) b,
+        dy = (b1 + b2) b, s = dx - dy and case = 0, 1, 2 for s = 0, > 0, < 0 (the same products decode_run_time
+        forms, computed once per batch)."""
+        if b <= self.max_tokens:
+            per_step = self.step_overhead_s + self.token_time[b] + self.lm_time[b]
+        else:
+            per_step = self.step_overhead_s + self._tok(b) + self._lm(b)
+        ops = []
+        for count, f0, f1, f2, b0, b1, b2, f12, b12 in self._glob_ops:
+            dx, dy = f12 * b, b12 * b
+            s = dx - dy
+            ops.append((count, f0 * b, f1, f2, b0 * b, b1, b2, dy, s, 0 if s == 0 else 1 if s > 0 else 2))
+        return per_step, ops
 
     def _window_run(self, idx: int, b: int, sum_ctx: float, k: int) -> float:
         """Sliding-window layers over a run of k steps: the per-step time is piecewise linear in the step, bending
@@ -239,7 +342,8 @@ def _fwin(x: float, W: int) -> float:
 
 
 def _sum_max_linear(x0: float, dx: float, y0: float, dy: float, k: int) -> float:
-    """sum_{j=0}^{k-1} max(x0 + dx j, y0 + dy j) in closed form."""
+    """sum_{j=0}^{k-1} max(x0 + dx j, y0 + dy j) in closed form. The reference for decode_run, which inlines it
+    with its per-batch and per-run parts hoisted (tests/serving/test_fast_paths.py: equal bit for bit)."""
     # max(x, y) = y + max(x - y, 0); d_j = d0 + s j
     d0, s = x0 - y0, dx - dy
     total_y = k * y0 + dy * k * (k - 1) / 2
