@@ -334,7 +334,8 @@ class _Planner:
         divided by the p10 and the p90 of the speed interval `planner estimate` would attach (engine.py)."""
         from .engine import slow_fast, speed_interval
 
-        iv = speed_interval(spec, c.unit, self.eff, self.prof, max(1, int(round(row["mean_running"] or 1))))
+        iv = speed_interval(spec, c.unit, self.eff, self.prof, max(1, int(round(row["mean_running"] or 1))),
+                            multi_gpu=c.tp > 1, model=self.m)
         if iv is None:
             return dict(row, ttft_p95_ms_range=None, tpot_p95_ms_range=None, range_source=None)
         sm = self._engine(spec, c)
