@@ -10,7 +10,12 @@ Metrics (the value is converted to ms for latencies, tok/s for rates; `kind` say
                                      of B prompts of P tokens;
                              queue   N requests sent at once to a server (dstack): the N x P prompt tokens run in
                                      k = ceil(N P / PREFILL_TOKENS_PER_STEP) prefill steps and request i gets its
-                                     first token when its step ends, so the mean TTFT = t(prefill N x P) x (k + 1)/(2k);
+                                     first token when its step ends, so the mean TTFT = t(prefill N x P) x (k + 1)/(2k).
+                                     A `vllm bench serve --request-rate inf --max-concurrency N` run with fixed
+                                     lengths (random or sonnet dataset, --ignore-eos) is a sequence of such waves:
+                                     the N requests start together, have the same lengths, so finish together, and
+                                     the next N start together (the H200 dashboard run: 640 prompts at concurrency
+                                     64 in 71.1 s = 10 waves of TTFT 0.33 s + 1,023 steps of 6.6 ms);
                              single  steady serving at a concurrency limit (vllm bench serve --max-concurrency): a new
                                      request's prompt is prefilled alone (the others only decode): t(prefill 1 x P).
   tpot_ms / tpot_s / itl_ms  kind tpot: one decode step of the batch B at the mean context P + O/2. In `queue` runs the
@@ -84,8 +89,10 @@ METRICS = {"ttft_ms": ("ttft", 1.0), "ttft_s": ("ttft", 1e3), "tpot_ms": ("tpot"
 TTFT_MODES = {  # source -> how first tokens were produced (module docstring)
     "lmdeploy_a100_fp16_v0.1.0": "batch", "lmdeploy_a100_fp16_v0.2.0": "batch",
     "rocm_vllm_devdocker_2025-01": "batch", "dstack_tgi_vs_vllm_mi300x_llama405b_2024-10": "queue",
-    "vllm_blog_fp8_kvcache_2026-04": "single", "vllm_perf_dashboard_h200_gptoss120b_2026-02": "single",
-    "vllm_blog_intel_arc_pro_b60_2025-11": "single", "vllm_blog_dgx_spark_2026-06": "single",
+    "vllm_blog_fp8_kvcache_2026-04": "single",  # lengths +-15%: the requests fall out of step, one prefill at a time
+    "vllm_perf_dashboard_h200_gptoss120b_2026-02": "queue",  # fixed 1024/1024, rate inf, concurrency 64: waves
+    "vllm_blog_intel_arc_pro_b60_2025-11": "queue",  # fixed lengths, --request-rate inf, --ignore-eos: waves
+    "vllm_blog_dgx_spark_2026-06": "single",
     "exllamav2_readme_2023-09": "single",
 }
 

@@ -139,6 +139,23 @@ def test_serving_metric_steps_follow_their_definitions():
     assert work == 8 * 2048
 
 
+def test_fixed_length_bench_serve_runs_are_waves_of_simultaneous_prefills(prepared):
+    """`vllm bench serve --request-rate inf --max-concurrency N` with fixed lengths runs in waves: the N requests start
+    together and finish together. The H200 dashboard run (640 prompts, 1024/1024, concurrency 64, 71.1 s = 10 waves of
+    0.33 s TTFT + 1,023 steps of 6.6 ms) and the Arc Pro B60 runs (N x P = 76,800-102,400 prompt tokens each, TTFT
+    7.6-8.6 s whatever N and P) are the queue case: 64 x 1024 = 65,536 tokens in k = 8 steps of 8,192, mean TTFT =
+    t(prefill 64 x 1024) x 9/16. The FP8-KV blog's lengths vary by +-15%, so its requests fall out of step: single."""
+    df = prepared[0]
+    modes = df.groupby("source")["ttft_mode"].first()
+    assert modes["vllm_perf_dashboard_h200_gptoss120b_2026-02"] == "queue"
+    assert modes["vllm_blog_intel_arc_pro_b60_2025-11"] == "queue"
+    assert modes["vllm_blog_fp8_kvcache_2026-04"] == "single"
+    r = df[(df["source"] == "vllm_perf_dashboard_h200_gptoss120b_2026-02") & (df["kind"] == "ttft")].iloc[0]
+    steps, work = steps_of_row(r.to_dict())
+    assert work == 0 and steps == [("prefill", 64, 1024, 0, pytest.approx(9 / 16))]
+    assert 640 / 64 * (0.334 + 1023 * 6.62e-3) == pytest.approx(71.1, rel=0.03)  # the run's own duration
+
+
 def test_row_steps_follow_the_benchmark_definitions():
     """llama-bench pp4096 with n_ubatch 512: 8 chunks at pasts 0, 512, ..., 3584; tg128: 32 midpoint samples of
     128 steps (weight 4 each) at contexts floor(4j + 2) = 2, 6, ..., 126."""
