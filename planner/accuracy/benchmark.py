@@ -275,13 +275,13 @@ def profile_intervals(res, rt: str) -> tuple[dict, str]:
             if len(pool) < 3:
                 continue
             srcs = srcs | {"extrapolated"}
-        x = -np.log(pool["ratio"].to_numpy())
+        x = np.log(pool["ratio"].to_numpy())  # ratio = predicted / measured time = measured / predicted speed
         if not (res["runtime"] == rt).any():
             x = (x - np.median(x)) * HF_EAGER_WIDEN + np.median(x)
         out[key] = (*_quantiles(x, pool["source"].to_numpy()), int(len(x)))
         multi = pool[pool["tp"] > 1]
         if len(multi) >= MIN_INTERVAL_ROWS:
-            lo, hi = _quantiles(-np.log(multi["ratio"].to_numpy()), multi["source"].to_numpy())
+            lo, hi = _quantiles(np.log(multi["ratio"].to_numpy()), multi["source"].to_numpy())
             out[key + MULTI_GPU_SUFFIX] = (min(lo, out[key][0]), max(hi, out[key][1]), int(len(multi)))
     text = ("leave-one-source-out residuals: " + " and ".join(
         {"own": "the engine's own rows", "extrapolated": "rows predicted without their engine's data (extrapolation"
