@@ -255,10 +255,12 @@ def production_fits(df, d: Design) -> dict:
     return out
 
 
-def profile_intervals(res, rt: str) -> tuple[dict, str]:
+def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
     """{interval key: (p10, p90, n)} of measured/predicted speed for engine rt from the LOSO residuals: the engine's
-    own rows where a key has >= MIN_INTERVAL_ROWS, else all rows predicted by extrapolation (levels other than
-    `engine`) in that key; an engine with no row at all gets the extrapolated range widened by HF_EAGER_WIDEN.
+    own rows on hardware class cls where a key has >= MIN_INTERVAL_ROWS of them (vLLM on NVIDIA is not vLLM-ROCm
+    0.6 on an MI300X), else the engine's own rows on every class where they are >= MIN_INTERVAL_ROWS, else all rows
+    predicted by extrapolation (levels other than `engine`) in that key; an engine with no row at all gets the
+    extrapolated range widened by HF_EAGER_WIDEN.
     '<key>_multi_gpu' (runtimes.MULTI_GPU_SUFFIX): the same from the rows of tensor-parallel groups, kept only
     where they are >= MIN_INTERVAL_ROWS, as [min p10, max p90] of the two (as loso_intervals)."""
     from ..runtimes import MULTI_GPU_SUFFIX
@@ -268,7 +270,10 @@ def profile_intervals(res, rt: str) -> tuple[dict, str]:
     for key in ("decode", "prefill", "throughput"):
         regs = [r for r, k in INTERVAL_KEY.items() if k == key]
         own = ok[(ok["runtime"] == rt) & ok["regime"].isin(regs)]
-        if len(own) >= MIN_INTERVAL_ROWS:
+        own_cls = own[own["hw_class"] == cls] if cls is not None and "hw_class" in own else own.iloc[:0]
+        if len(own_cls) >= MIN_INTERVAL_ROWS:
+            pool, srcs = own_cls, srcs | {"class"}
+        elif len(own) >= MIN_INTERVAL_ROWS:
             pool, srcs = own, srcs | {"own"}
         else:
             pool = ok[(ok["level"] != "engine") & ok["regime"].isin(regs)]
@@ -284,8 +289,8 @@ def profile_intervals(res, rt: str) -> tuple[dict, str]:
             lo, hi = _quantiles(np.log(multi["ratio"].to_numpy()), multi["source"].to_numpy())
             out[key + MULTI_GPU_SUFFIX] = (min(lo, out[key][0]), max(hi, out[key][1]), int(len(multi)))
     text = ("leave-one-source-out residuals: " + " and ".join(
-        {"own": "the engine's own rows", "extrapolated": "rows predicted without their engine's data (extrapolation"
-                                                         " range)"}[k] for k in sorted(srcs)))
+        {"class": f"the engine's own rows on {cls}", "own": "the engine's own rows (every hardware class)",
+         "extrapolated": "rows predicted without their engine's data (extrapolation range)"}[k] for k in sorted(srcs)))
     if not (res["runtime"] == rt).any():
         text += f"; no measurement of this engine: widened x{HF_EAGER_WIDEN} in log space"
     return out, text
@@ -299,7 +304,7 @@ def build_profiles(df, d: Design, res, today: str | None = None) -> dict:
     fits = production_fits(df, d)
     out = {}
     for rt, (name, desc, fam, _acc) in ENGINES.items():
-        ivs, iv_src = profile_intervals(res, rt)
+        ivs, iv_src = profile_intervals(res, rt)  # engine-wide (HF eager; a class below may have its own)
         classes = []
         if rt == "hf-eager":
             for vendor in ("nvidia", "amd"):
@@ -320,11 +325,12 @@ def build_profiles(df, d: Design, res, today: str | None = None) -> dict:
             what = {"engine": "this engine's rows", "engine-other-hw": "this engine's rows on other hardware classes",
                     "family": f"the pooled rows of the {fam} engines (no row of this engine on this class)"}[lvl]
             eff["source"] = f"fitted to {int(m.sum())} published rows ({what}), {today}"
+            c_ivs, c_src = profile_intervals(res, rt, cls)
             classes.append({
                 "vendor": vendor, "unit_kind": kind, "efficiency": eff,
-                "intervals": {k: {"p10": _round(v[0]), "p90": _round(v[1]), "rows": v[2]} for k, v in ivs.items()},
+                "intervals": {k: {"p10": _round(v[0]), "p90": _round(v[1]), "rows": v[2]} for k, v in c_ivs.items()},
                 "fit": {"rows_fit": int(m.sum()), "devices_fit": devices, "devices_held_out": [],
-                        "interval_source": iv_src, "level": lvl,
+                        "interval_source": c_src, "level": lvl,
                         "sources": sorted(df.loc[m, "source"].unique()),
                         "moe_rows": int(df.loc[m, "moe"].sum()), "multi_gpu_rows": int((df.loc[m, "tp"] > 1).sum()),
                         "traits": sorted({t for mid in df.loc[m, "model"].unique() for t in load_model(mid).traits})},
