@@ -84,10 +84,14 @@ MAPPING_ASSUMPTIONS = {  # hardware and model labels mapped by assumption (liste
     "NVIDIA A100 80GB (variant not stated)": "mapped to a100-80gb-sxm (SXM / PCIe not stated)",
     "Qwen3-Coder-30B-A3B-Instruct (MoE, ~3.3B active)": "mapped to qwen3-30b-a3b (same layer shapes and experts)",
     "Qwen2.5-Coder-7B": "mapped to qwen2.5-7b (same layer shapes and vocabulary)",
+    "not stated (FP8 table)": "KV cache dtype of TRT-LLM FP8 rows that do not state it (v0.9.0 Mixtral-8x7B, H200 "
+                              "blogs v0.5.0 / v0.7a): fp8 assumed (the perf docs' FP8 build configs of that time set "
+                              "FP8 KV cache next to FP8 weights: --fp8_kv_cache in v0.6.1, kv_cache_quant_algo in v0.9.0)",
 }
 
 MODEL_IDS: dict[str, str] = {
     "LLaMA-2-7B (llama.cpp 'LLaMA 7B v2')": "llama-2-7b", "Llama-2-7B": "llama-2-7b", "Llama-2-70B": "llama-2-70b",
+    "Llama-2-13B": "llama-2-13b",  # TRT-LLM H200 launch blog 'llama_13b' ("Llama2-13B" in its title)
     "Meta-Llama-3-8B": "llama-3-8b", "Meta-Llama-3-70B": "llama-3-70b",
     "Llama-3.1-8B": "llama-3.1-8b", "Llama-3.1-70B": "llama-3.1-70b", "Llama-3.1-405B": "llama-3.1-405b",
     "GPT-J-6B": "gpt-j-6b", "Mistral-7B-v0.1": "mistral-7b", "Falcon-180B": "falcon-180b",
@@ -99,7 +103,9 @@ MODEL_IDS: dict[str, str] = {
 
 FORMATS = {"f16": "fp16", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8", "int8": "int8", "q4_0": "q4_0",
            "q8_0": "q8_0", "q4_k_m": "q4_k_m", "int4_g32": "int4-g32", "mxfp4": "mxfp4"}
-KV_DTYPES = {"f16": "fp16", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8"}
+KV_DTYPES = {"f16": "fp16", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8",
+             # TRT-LLM FP8 rows with no stated KV dtype (v0.9.0 Mixtral, H200 blogs): see MAPPING_ASSUMPTIONS
+             "not stated (FP8 table)": "fp8"}
 
 # runtime id (hardware_specs/runtimes/<id>.yaml) from the source's framework label
 RUNTIMES = (("llama.cpp", "llamacpp"), ("TensorRT-LLM", "trtllm"), ("gpt-fast", "gpt-fast"))

@@ -89,6 +89,7 @@ METRICS = {"ttft_ms": ("ttft", 1.0), "ttft_s": ("ttft", 1e3), "tpot_ms": ("tpot"
 TTFT_MODES = {  # source -> how first tokens were produced (module docstring)
     "lmdeploy_a100_fp16_v0.1.0": "batch", "lmdeploy_a100_fp16_v0.2.0": "batch",
     "rocm_vllm_devdocker_2025-01": "batch", "dstack_tgi_vs_vllm_mi300x_llama405b_2024-10": "queue",
+    "rocm_vllm_devdocker_2025-07": "batch",  # benchmark_latency.py: one static batch, all B prompts prefilled together
     "vllm_blog_fp8_kvcache_2026-04": "single",  # lengths +-15%: the requests fall out of step, one prefill at a time
     "vllm_perf_dashboard_h200_gptoss120b_2026-02": "queue",  # fixed 1024/1024, rate inf, concurrency 64: waves
     "vllm_blog_intel_arc_pro_b60_2025-11": "queue",  # fixed lengths, --request-rate inf, --ignore-eos: waves

@@ -33,7 +33,7 @@ def test_every_published_row_is_mapped_or_listed_with_a_reason():
     raw = pd.read_csv(DATA_PATH)
     serving = pd.read_csv(SERVING_PATH)
     mapped, unmapped = load_rows()
-    assert len(mapped) + len(unmapped) == len(raw) + len(serving) == 744 + 518
+    assert len(mapped) + len(unmapped) == len(raw) + len(serving) == 955 + 550  # data2: +211 public, +32 serving
     for name, n in (("measured_public.csv", len(raw)), ("measured_serving.csv", len(serving))):
         rows = set(mapped.loc[mapped["file"] == name, "row"]) | set(unmapped.loc[unmapped["file"] == name, "row"])
         assert rows == set(range(n))
@@ -42,9 +42,10 @@ def test_every_published_row_is_mapped_or_listed_with_a_reason():
     assert not (unmapped["file"] == "measured_public.csv").any()
     labels = {h.split("x ", 1)[1] if h[0].isdigit() else h for h in raw["hardware"]}
     assert labels <= set(HARDWARE_IDS)
-    # tensor-parallel rows of measured_public: 'Nx' labels (gpt-fast) and 'TP=N' notes (TRT-LLM): 66 rows, TP 2/4/8
+    # tensor-parallel rows of measured_public: 'Nx' labels (gpt-fast) and 'TP=N' notes (TRT-LLM): 160 rows, TP 2/4/8
+    # (66 before the TRT-LLM v0.9.0 / v0.6.1 / H200-blog rows: +69, +24, +1)
     pub = mapped[mapped["file"] == "measured_public.csv"]
-    assert (pub["tp"] > 1).sum() == 66 and set(pub.loc[pub["tp"] > 1, "tp"]) == {2, 4, 8}
+    assert (pub["tp"] > 1).sum() == 160 and set(pub.loc[pub["tp"] > 1, "tp"]) == {2, 4, 8}
 
 
 def _planner_path_time(r: dict, eff: Efficiency) -> float:

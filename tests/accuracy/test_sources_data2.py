@@ -1,0 +1,93 @@
+"""Sources added on branch data2: every row maps, per-source counts, and values spot-checked against the documents.
+
+Spot checks (values as printed):
+  * NVIDIA/TensorRT-LLM docs/source/performance.md @ 250d9c29 ("All data was generated using version 0.9.0"):
+    'H200 GPUs (FP8)' Peak Throughput, Mixtral 8x7B, batch 1024, TP 2, 128/128 -> "5,444" out tok/s/GPU;
+    'A100 GPUs (FP16)' Low Latency, Falcon 180B, TP 8, input 2048 -> "456.0" ms;
+    'L40S GPUs (FP8)' Low Latency, LLaMA 70B, TP 4, input 2048 -> "673.3" ms.
+  * same file @ 77d24b5f ("This data has been updated for v0.6.1, unless specified"): 'H100 GPUs (FP8)' Peak
+    Throughput, LLaMA 70B, batch 480, TP 4, 128/2048 -> "1,486"; 'A100 GPUs (FP16)' Low Latency (v0.5), Falcon 180B,
+    TP 8, input 2048 -> "509".
+  * ROCm/vllm docs/dev-docker/README.md @ c15dc3d4 (vLLM 0.9.1), 'Latency Measurements': Llama 3.1 405B FP8 TP8,
+    batch 128, 2048/2048 -> "125.471" s; Llama 3.1 70B, batch 1, 128/2048 -> "17.236" s.
+  * docs/source/blogs/H200launch.md @ 1555478c: llama_13b, batch 1024, TP 1, 128/128 -> "11,819".
+  * docs/source/blogs/Falcon180B-H200.md @ 3c44cb97: Llama-70B, 1 GPU, 128/128 (BS 960) -> "3,803".
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from planner.accuracy.data import DATA_PATH, load_rows
+from planner.accuracy.serving_rows import SERVING_PATH
+
+NEW = {  # source -> (file, rows, rows with TP > 1)
+    "trtllm_perf_doc_v0.9.0": ("measured_public.csv", 144, 69),
+    "trtllm_perf_doc_v0.6.1": ("measured_public.csv", 57, 24),
+    "trtllm_blog_h200launch_v0.5.0": ("measured_public.csv", 7, 1),
+    "trtllm_blog_falcon180b_h200_v0.7a": ("measured_public.csv", 3, 0),
+    "rocm_vllm_devdocker_2025-07": ("measured_serving.csv", 32, 32),
+}
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return load_rows()
+
+
+def test_every_row_of_the_new_sources_maps(rows):
+    mapped, unmapped = rows
+    raw = pd.concat([pd.read_csv(DATA_PATH), pd.read_csv(SERVING_PATH)])
+    for src, (file, n, n_tp) in NEW.items():
+        assert (raw["source_id"] == src).sum() == n, src
+        m = mapped[mapped["source"] == src]
+        assert len(m) == n and set(m["file"]) == {file}, src
+        assert (m["tp"] > 1).sum() == n_tp, src
+        assert not (unmapped.get("source_id", pd.Series(dtype=str)) == src).any(), src
+
+
+def test_new_rows_map_to_the_expected_workloads(rows):
+    mapped, _ = rows
+    trt = mapped[mapped["source"].str.startswith("trtllm_")]
+    assert set(trt["runtime"]) == {"trtllm"}
+    assert set(trt["kind"]) == {"throughput", "ttft"}
+    thr = trt[trt["kind"] == "throughput"]
+    assert (thr["work_div"] == thr["tp"]).all()  # printed per GPU
+    v09 = mapped[mapped["source"] == "trtllm_perf_doc_v0.9.0"]
+    assert v09.groupby("hardware").size().to_dict() == {"a100-80gb-sxm": 36, "h100-sxm": 36, "h200-sxm": 36,
+                                                        "l40s": 36}
+    assert (v09["model"] == "mixtral-8x7b").sum() == 24
+    assert set(v09.loc[v09["hardware"] == "a100-80gb-sxm", "kv_dtype"]) <= {"fp16", "bf16"}
+    rocm = mapped[mapped["source"] == "rocm_vllm_devdocker_2025-07"]
+    assert set(rocm["runtime"]) == {"vllm"} and set(rocm["kind"]) == {"e2e"} and set(rocm["tp"]) == {8}
+    assert set(rocm["ttft_mode"]) == {"batch"} and set(rocm["hardware"]) == {"mi300x"}
+
+
+def _value(df, **kw):
+    sel = df
+    for k, v in kw.items():
+        sel = sel[sel[k] == v]
+    assert len(sel) == 1, kw
+    return float(sel["value"].iloc[0])
+
+
+def test_spot_checked_values_match_the_documents():
+    pub, srv = pd.read_csv(DATA_PATH), pd.read_csv(SERVING_PATH)
+    v09 = pub[pub["source_id"] == "trtllm_perf_doc_v0.9.0"]
+    assert _value(v09, hardware="NVIDIA H200", model="Mixtral-8x7B-v0.1 (MoE, ~12.9B active)", batch=1024,
+                  input_len=128, output_len=128) == 5444
+    assert _value(v09, hardware="NVIDIA A100 (memory variant not stated)", model="Falcon-180B", metric="ttft_ms",
+                  input_len=2048) == 456.0
+    assert _value(v09, hardware="NVIDIA L40S", model="Llama-2-70B", metric="ttft_ms", input_len=2048) == 673.3
+    v061 = pub[pub["source_id"] == "trtllm_perf_doc_v0.6.1"]
+    assert _value(v061, hardware="NVIDIA H100 80GB HBM3", model="Llama-2-70B", batch=480, output_len=2048) == 1486
+    assert _value(v061, hardware="NVIDIA A100 (memory variant not stated)", model="Falcon-180B", metric="ttft_ms",
+                  input_len=2048) == 509
+    rocm = srv[srv["source_id"] == "rocm_vllm_devdocker_2025-07"]
+    assert _value(rocm, model="Llama-3.1-405B-Instruct (amd/Llama-3.1-405B-Instruct-FP8-KV)", batch=128,
+                  input_len=2048) == 125.471
+    assert _value(rocm, model="Llama-3.1-70B-Instruct (amd/Llama-3.1-70B-Instruct-FP8-KV)", batch=1,
+                  input_len=128) == 17.236
+    assert _value(pub[pub["source_id"] == "trtllm_blog_h200launch_v0.5.0"], model="Llama-2-13B", batch=1024) == 11819
+    assert _value(pub[pub["source_id"] == "trtllm_blog_falcon180b_h200_v0.7a"], batch=960) == 3803
