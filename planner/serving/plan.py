@@ -206,6 +206,8 @@ class _Planner:
         self.engines: dict = {}
         self._cands: dict = {}
         self._splits: dict = {}
+        self._sims: dict = {}     # run(): summaries by configuration
+        self.sim_runs = 0         # engine simulations run (each range adds two)
 
     # ------------------------------------------------------------ per configuration
 
@@ -321,9 +323,15 @@ class _Planner:
         sm = self._engine(spec, c)
         engines = replicas * c.pp
         n = max(100, self.n // 5) if screen else self.n
-        reqs = engine_requests(self.sc.workload, engines, n, self.seed)
         lim = EngineLimits(c.pool_tokens, seqs, self.budget, chunked or self.sc.chunked_prefill)
-        s = summarize(run_engine(sm, reqs, lim))
+        # a simulation is a pure function of (step model, requests, limits): run once per plan (the quantization
+        # recommendation searches the chosen device again; a bisection may revisit a count)
+        key = (spec.id, c.fmt.name, c.tp, c.pp, engines, n, lim, self.sc.workload)
+        s = self._sims.get(key)
+        if s is None:
+            reqs = engine_requests(self.sc.workload, engines, n, self.seed)
+            s = self._sims[key] = summarize(run_engine(sm, reqs, lim))
+            self.sim_runs += 1
         ok, why = meets_slo(s, self.sc.ttft_p95_ms, self.sc.tpot_p95_ms)
         status = ("meets SLO" if ok else "misses SLO") + (" (screening)" if screen else "")
         self.rows.append(self._row(spec, c, replicas, seqs, s, status, why, chunked) | {"simulated_requests": n})
@@ -345,6 +353,7 @@ class _Planner:
         sm_slow, sm_fast = slow_fast(sm, iv)
         slow = summarize(run_engine(sm_slow, reqs, lim))
         fast = summarize(run_engine(sm_fast, reqs, lim))
+        self.sim_runs += 2
         rng = {}
         for k, key in (("ttft_p95_ms_range", "ttft_ms"), ("tpot_p95_ms_range", "tpot_ms")):
             a, b = fast[key]["p95"], slow[key]["p95"]
@@ -633,7 +642,7 @@ def plan(model, scenario: str | Scenario = "chat", qps: float | None = None, ttf
     screened = sum(1 for s in specs if s.id not in simulated)
     notes.append(f"{screened} of {len(specs)} devices screened out with the cost model alone (weights or KV pool do "
                  f"not fit, or the roofline bound on TTFT or TPOT already misses a target); "
-                 f"{len(simulated)} simulated ({sum(1 for r in P.rows if 'simulated_requests' in r)} engine runs)")
+                 f"{len(simulated)} simulated ({P.sim_runs} engine runs)")
     if sc.objective == "cost" and ((table["status"] == "ok") & table["usd_per_hour"].isna()).any():
         notes.append("devices without a price are ranked after priced ones, by energy per output token ('no price')")
     res = PlanResult(m.name, sc, table, pd.DataFrame(P.rows), [], 0.0, notes)
