@@ -206,13 +206,23 @@ class _Planner:
         self.engines: dict = {}
         self._cands: dict = {}
         self._splits: dict = {}
+        self._prefill_work: dict = {}
+        self._devs: dict = {}
         self._sims: dict = {}     # run(): summaries by configuration
         self.sim_runs = 0         # engine simulations run (each range adds two)
 
     # ------------------------------------------------------------ per configuration
 
     def _dev(self, spec, fmt, unit, datasheet: bool = False):
-        """The device model estimate uses (efficiency.py precedence, the runtime profile when named)."""
+        """The device model estimate uses (efficiency.py precedence, the runtime profile when named); a pure
+        function of its arguments within one plan, so resolved once per (device, format, unit)."""
+        key = (id(spec), fmt.name, unit.name, datasheet)
+        hit = self._devs.get(key)
+        if hit is None:
+            hit = self._devs[key] = (spec, self._resolve_dev(spec, fmt, unit, datasheet))
+        return hit[1]
+
+    def _resolve_dev(self, spec, fmt, unit, datasheet: bool):
         from ..efficiency import resolve_efficiency
         from ..roofline import device_model
 
@@ -260,7 +270,7 @@ class _Planner:
         c = _Cand(fmt, unit, tp, pp, 0, 0, 0)
         try:
             mem = self._memory(spec, fmt, tp, pp)
-            self._dev(spec, fmt, unit)
+            dev = self._dev(spec, fmt, unit)
         except PlannerError as exc:
             c.reason = str(exc)
             return c
@@ -272,9 +282,11 @@ class _Planner:
             c.reason = (f"KV pool of {c.pool_tokens:,} tokens per engine cannot hold the longest request "
                         f"({st.length_max:,} tokens)")
             return c
-        dev = self._dev(spec, fmt, unit)
         link = node.intra_link() if tp > 1 else None  # allreduce_time_s applies the topology for the group size
-        ttft0 = float(tp_step_time_s(m, fmt, self.kvd, dev, "prefill", 1, st.prompt_p95, 0, tp, link))
+        # the p95 prompt alone (the TTFT screen) and the mean prompt (the service rate) in one vectorized call
+        # (elementwise, the same floats as two scalar calls)
+        ttft0, prefill = (float(t) for t in tp_step_time_s(m, fmt, self.kvd, dev, "prefill", 1,
+                                                            np.array([st.prompt_p95, st.prompt_mean]), 0, tp, link))
         ctx = st.prompt_mean + st.output_mean / 2
         b_max = max(1, min(self.sc.max_num_seqs, int(c.pool_tokens // (st.prompt_mean + st.output_mean))))
         bs = np.arange(1, b_max + 1, dtype=np.float64)
@@ -290,7 +302,6 @@ class _Planner:
             return c
         ok = np.nonzero(step * 1e3 <= sc.tpot_p95_ms)[0]
         c.b_slo = int(ok[-1]) + 1
-        prefill = float(tp_step_time_s(m, fmt, self.kvd, dev, "prefill", 1, st.prompt_mean, 0, tp, link))
         mu = 1.0 / (prefill + max(st.output_mean - 1, 0) * step[c.b_slo - 1] / c.b_slo)
         c.r_lb = max(1, math.ceil(sc.workload.qps / (mu * pp) - 1e-9))
         # a starting estimate that also respects TTFT (not a bound): prefill-first queueing as M/D/1 on the prefill
@@ -376,8 +387,11 @@ class _Planner:
         ctx = st.prompt_mean + st.output_mean / 2
         p = max(1, int(round(st.prompt_mean)))
         dev, ds = self._dev(spec, c.fmt, c.unit), self._dev(spec, c.fmt, c.unit, datasheet=True)
-        t_p = float(step(m, c.fmt, self.kvd, dev, "prefill", 1, p, 0, c.tp, link))
-        t_pd = float(step(m, c.fmt, self.kvd, ds, "prefill", 1, p, 0, c.tp, link))
+        pkey = key[:-1]   # the prefill of the mean prompt does not depend on the batch
+        if pkey not in self._prefill_work:
+            self._prefill_work[pkey] = (spec, float(step(m, c.fmt, self.kvd, dev, "prefill", 1, p, 0, c.tp, link)),
+                                        float(step(m, c.fmt, self.kvd, ds, "prefill", 1, p, 0, c.tp, link)))
+        _, t_p, t_pd = self._prefill_work[pkey]
         t_s = float(step(m, c.fmt, self.kvd, dev, "decode", b, 1, ctx, c.tp, link))
         t_sd = float(step(m, c.fmt, self.kvd, ds, "decode", b, 1, ctx, c.tp, link))
         t_d = max(st.output_mean - 1, 0) * t_s / b
