@@ -196,6 +196,10 @@ class _Cand:
 
 
 class _Planner:
+    # a simulation (and the requests it serves) is worked out once per plan; False re-runs every one: the
+    # reference the property test compares with (tests/serving/test_plan_fast_paths.py)
+    reuse_simulations = True
+
     def __init__(self, m, sc: Scenario, st: _Stats, n_requests: int, seed: int, efficiency, kv_dtype: str,
                  budget_tokens: int = 8192, runtime=None, engine: str = "none"):
         self.m, self.sc, self.st, self.n, self.seed, self.eff, self.kvd = m, sc, st, n_requests, seed, efficiency, kv_dtype
@@ -209,6 +213,7 @@ class _Planner:
         self._prefill_work: dict = {}
         self._devs: dict = {}
         self._sims: dict = {}     # run(): summaries by configuration
+        self._reqs: dict = {}     # _requests(): engine_requests by (workload, engines, n)
         self.sim_runs = 0         # engine simulations run (each range adds two)
 
     # ------------------------------------------------------------ per configuration
@@ -338,15 +343,22 @@ class _Planner:
         # a simulation is a pure function of (step model, requests, limits): run once per plan (the quantization
         # recommendation searches the chosen device again; a bisection may revisit a count)
         key = (spec.id, c.fmt.name, c.tp, c.pp, engines, n, lim, self.sc.workload)
-        s = self._sims.get(key)
+        s = self._sims.get(key) if self.reuse_simulations else None
         if s is None:
-            reqs = engine_requests(self.sc.workload, engines, n, self.seed)
-            s = self._sims[key] = summarize(run_engine(sm, reqs, lim))
+            s = self._sims[key] = summarize(run_engine(sm, self._requests(engines, n), lim))
             self.sim_runs += 1
         ok, why = meets_slo(s, self.sc.ttft_p95_ms, self.sc.tpot_p95_ms)
         status = ("meets SLO" if ok else "misses SLO") + (" (screening)" if screen else "")
         self.rows.append(self._row(spec, c, replicas, seqs, s, status, why, chunked) | {"simulated_requests": n})
         return ok, why, s
+
+    def _requests(self, engines: int, n: int):
+        """The n requests one of `engines` engines sees (engine_requests; the same arrays for every device)."""
+        key = (self.sc.workload, engines, n)
+        reqs = self._reqs.get(key) if self.reuse_simulations else None
+        if reqs is None:
+            reqs = self._reqs[key] = engine_requests(self.sc.workload, engines, n, self.seed)
+        return reqs
 
     def with_ranges(self, spec, c: _Cand, row: dict) -> dict:
         """The chosen row with p10-p90 ranges of its p95 latencies: the same simulation with every step time
@@ -358,7 +370,7 @@ class _Planner:
         if iv is None:
             return dict(row, ttft_p95_ms_range=None, tpot_p95_ms_range=None, range_source=None)
         sm = self._engine(spec, c)
-        reqs = engine_requests(self.sc.workload, row["replicas"] * c.pp, self.n, self.seed)
+        reqs = self._requests(row["replicas"] * c.pp, self.n)
         lim = EngineLimits(c.pool_tokens, row["max_num_seqs"], self.budget,
                            bool(row["chunked_prefill"]) or self.sc.chunked_prefill)
         sm_slow, sm_fast = slow_fast(sm, iv)
