@@ -6,6 +6,7 @@ once per plan                                       every trial, range and recom
                                                     simulated afresh                               configs)
 the screen's prefill of the p95 and the mean        two scalar tp_step_time_s calls                bit for bit
 prompt in one vectorized tp_step_time_s call
+simulator.percentiles(x) (summaries' p50-p99)       np.percentile(x, PERCENTILES)                  bit for bit
 """
 
 from __future__ import annotations
@@ -97,3 +98,13 @@ def test_reference_path_simulates_more():
         counts[reuse] = int(re.search(r"\((\d+) engine runs\)", note).group(1))
     assert mod._Planner.reuse_simulations is True
     assert counts[True] < counts[False]
+
+
+@settings(max_examples=300, deadline=None)
+@given(x=st.lists(st.floats(-1e12, 1e12, allow_nan=False), min_size=1, max_size=400),
+       dup=st.integers(0, 3), scale=st.sampled_from([1.0, 1e3, 1e-3, 3.7]))
+def test_percentiles_equal_numpy(x, dup, scale):
+    from planner.serving.simulator import PERCENTILES, percentiles
+
+    a = np.repeat(np.asarray(x, dtype=np.float64) * scale, dup + 1)   # ties, as integer-valued latencies give
+    assert percentiles(a) == [float(v) for v in np.percentile(a, PERCENTILES)]
