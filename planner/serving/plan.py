@@ -18,6 +18,12 @@ on-device preset):
      runs simulate a fifth of the requests, and the answer is confirmed with the full count. Bisection stops
      when its bracket is within 5% of the replica count (the answer returned always met the targets). The search stops when no remaining candidate
      can need fewer GPUs. The chosen configuration met the SLOs in its own simulation (same seed).
+Work done once per plan (none of it changes an answer; tests/serving/test_plan_fast_paths.py compares with the
+path that redoes it): a simulation is a pure function of (step model, requests, scheduler limits), so each runs once
+(the quantization recommendation searches the chosen device again; a bisection may revisit a count); the requests
+of one (engines, count) are drawn once for every device; a device model is resolved once per (device, format,
+unit). The notes say how many devices the cost model screened out, how many were simulated, and how many engine
+simulations ran (screening, confirmation and the two runs of each range).
 Costs: GPUs x price per GPU-hour (the spec's price, or --price overrides). Per million tokens at the offered rate,
 so that plans compare with API prices: the fleet's hour is split between prefill and decode work in proportion to
 the time the mean request spends in each on the chosen engine, f_in = t_prefill / (t_prefill + t_decode) with
