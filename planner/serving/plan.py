@@ -18,6 +18,12 @@ on-device preset):
      runs simulate a fifth of the requests, and the answer is confirmed with the full count. Bisection stops
      when its bracket is within 5% of the replica count (the answer returned always met the targets). The search stops when no remaining candidate
      can need fewer GPUs. The chosen configuration met the SLOs in its own simulation (same seed).
+Work done once per plan (none of it changes an answer; tests/serving/test_plan_fast_paths.py compares with the
+path that redoes it): a simulation is a pure function of (step model, requests, scheduler limits), so each runs once
+(the quantization recommendation searches the chosen device again; a bisection may revisit a count); the requests
+of one (engines, count) are drawn once for every device; a device model is resolved once per (device, format,
+unit). The notes say how many devices the cost model screened out, how many were simulated, and how many engine
+simulations ran (screening, confirmation and the two runs of each range).
 Costs: GPUs x price per GPU-hour (the spec's price, or --price overrides). Per million tokens at the offered rate,
 so that plans compare with API prices: the fleet's hour is split between prefill and decode work in proportion to
 the time the mean request spends in each on the chosen engine, f_in = t_prefill / (t_prefill + t_decode) with
@@ -196,6 +202,10 @@ class _Cand:
 
 
 class _Planner:
+    # a simulation (and the requests it serves) is worked out once per plan; False re-runs every one: the
+    # reference the property test compares with (tests/serving/test_plan_fast_paths.py)
+    reuse_simulations = True
+
     def __init__(self, m, sc: Scenario, st: _Stats, n_requests: int, seed: int, efficiency, kv_dtype: str,
                  budget_tokens: int = 8192, runtime=None, engine: str = "none"):
         self.m, self.sc, self.st, self.n, self.seed, self.eff, self.kvd = m, sc, st, n_requests, seed, efficiency, kv_dtype
@@ -206,11 +216,24 @@ class _Planner:
         self.engines: dict = {}
         self._cands: dict = {}
         self._splits: dict = {}
+        self._prefill_work: dict = {}
+        self._devs: dict = {}
+        self._sims: dict = {}     # run(): summaries by configuration
+        self._reqs: dict = {}     # _requests(): engine_requests by (workload, engines, n)
+        self.sim_runs = 0         # engine simulations run (each range adds two)
 
     # ------------------------------------------------------------ per configuration
 
     def _dev(self, spec, fmt, unit, datasheet: bool = False):
-        """The device model estimate uses (efficiency.py precedence, the runtime profile when named)."""
+        """The device model estimate uses (efficiency.py precedence, the runtime profile when named); a pure
+        function of its arguments within one plan, so resolved once per (device, format, unit)."""
+        key = (id(spec), fmt.name, unit.name, datasheet)
+        hit = self._devs.get(key)
+        if hit is None:
+            hit = self._devs[key] = (spec, self._resolve_dev(spec, fmt, unit, datasheet))
+        return hit[1]
+
+    def _resolve_dev(self, spec, fmt, unit, datasheet: bool):
         from ..efficiency import resolve_efficiency
         from ..roofline import device_model
 
@@ -258,7 +281,7 @@ class _Planner:
         c = _Cand(fmt, unit, tp, pp, 0, 0, 0)
         try:
             mem = self._memory(spec, fmt, tp, pp)
-            self._dev(spec, fmt, unit)
+            dev = self._dev(spec, fmt, unit)
         except PlannerError as exc:
             c.reason = str(exc)
             return c
@@ -270,9 +293,11 @@ class _Planner:
             c.reason = (f"KV pool of {c.pool_tokens:,} tokens per engine cannot hold the longest request "
                         f"({st.length_max:,} tokens)")
             return c
-        dev = self._dev(spec, fmt, unit)
         link = node.intra_link() if tp > 1 else None  # allreduce_time_s applies the topology for the group size
-        ttft0 = float(tp_step_time_s(m, fmt, self.kvd, dev, "prefill", 1, st.prompt_p95, 0, tp, link))
+        # the p95 prompt alone (the TTFT screen) and the mean prompt (the service rate) in one vectorized call
+        # (elementwise, the same floats as two scalar calls)
+        ttft0, prefill = (float(t) for t in tp_step_time_s(m, fmt, self.kvd, dev, "prefill", 1,
+                                                            np.array([st.prompt_p95, st.prompt_mean]), 0, tp, link))
         ctx = st.prompt_mean + st.output_mean / 2
         b_max = max(1, min(self.sc.max_num_seqs, int(c.pool_tokens // (st.prompt_mean + st.output_mean))))
         bs = np.arange(1, b_max + 1, dtype=np.float64)
@@ -288,7 +313,6 @@ class _Planner:
             return c
         ok = np.nonzero(step * 1e3 <= sc.tpot_p95_ms)[0]
         c.b_slo = int(ok[-1]) + 1
-        prefill = float(tp_step_time_s(m, fmt, self.kvd, dev, "prefill", 1, st.prompt_mean, 0, tp, link))
         mu = 1.0 / (prefill + max(st.output_mean - 1, 0) * step[c.b_slo - 1] / c.b_slo)
         c.r_lb = max(1, math.ceil(sc.workload.qps / (mu * pp) - 1e-9))
         # a starting estimate that also respects TTFT (not a bound): prefill-first queueing as M/D/1 on the prefill
@@ -321,13 +345,26 @@ class _Planner:
         sm = self._engine(spec, c)
         engines = replicas * c.pp
         n = max(100, self.n // 5) if screen else self.n
-        reqs = engine_requests(self.sc.workload, engines, n, self.seed)
         lim = EngineLimits(c.pool_tokens, seqs, self.budget, chunked or self.sc.chunked_prefill)
-        s = summarize(run_engine(sm, reqs, lim))
+        # a simulation is a pure function of (step model, requests, limits): run once per plan (the quantization
+        # recommendation searches the chosen device again; a bisection may revisit a count)
+        key = (spec.id, c.fmt.name, c.tp, c.pp, engines, n, lim, self.sc.workload)
+        s = self._sims.get(key) if self.reuse_simulations else None
+        if s is None:
+            s = self._sims[key] = summarize(run_engine(sm, self._requests(engines, n), lim))
+            self.sim_runs += 1
         ok, why = meets_slo(s, self.sc.ttft_p95_ms, self.sc.tpot_p95_ms)
         status = ("meets SLO" if ok else "misses SLO") + (" (screening)" if screen else "")
         self.rows.append(self._row(spec, c, replicas, seqs, s, status, why, chunked) | {"simulated_requests": n})
         return ok, why, s
+
+    def _requests(self, engines: int, n: int):
+        """The n requests one of `engines` engines sees (engine_requests; the same arrays for every device)."""
+        key = (self.sc.workload, engines, n)
+        reqs = self._reqs.get(key) if self.reuse_simulations else None
+        if reqs is None:
+            reqs = self._reqs[key] = engine_requests(self.sc.workload, engines, n, self.seed)
+        return reqs
 
     def with_ranges(self, spec, c: _Cand, row: dict) -> dict:
         """The chosen row with p10-p90 ranges of its p95 latencies: the same simulation with every step time
@@ -339,12 +376,13 @@ class _Planner:
         if iv is None:
             return dict(row, ttft_p95_ms_range=None, tpot_p95_ms_range=None, range_source=None)
         sm = self._engine(spec, c)
-        reqs = engine_requests(self.sc.workload, row["replicas"] * c.pp, self.n, self.seed)
+        reqs = self._requests(row["replicas"] * c.pp, self.n)
         lim = EngineLimits(c.pool_tokens, row["max_num_seqs"], self.budget,
                            bool(row["chunked_prefill"]) or self.sc.chunked_prefill)
         sm_slow, sm_fast = slow_fast(sm, iv)
         slow = summarize(run_engine(sm_slow, reqs, lim))
         fast = summarize(run_engine(sm_fast, reqs, lim))
+        self.sim_runs += 2
         rng = {}
         for k, key in (("ttft_p95_ms_range", "ttft_ms"), ("tpot_p95_ms_range", "tpot_ms")):
             a, b = fast[key]["p95"], slow[key]["p95"]
@@ -367,8 +405,11 @@ class _Planner:
         ctx = st.prompt_mean + st.output_mean / 2
         p = max(1, int(round(st.prompt_mean)))
         dev, ds = self._dev(spec, c.fmt, c.unit), self._dev(spec, c.fmt, c.unit, datasheet=True)
-        t_p = float(step(m, c.fmt, self.kvd, dev, "prefill", 1, p, 0, c.tp, link))
-        t_pd = float(step(m, c.fmt, self.kvd, ds, "prefill", 1, p, 0, c.tp, link))
+        pkey = key[:-1]   # the prefill of the mean prompt does not depend on the batch
+        if pkey not in self._prefill_work:
+            self._prefill_work[pkey] = (spec, float(step(m, c.fmt, self.kvd, dev, "prefill", 1, p, 0, c.tp, link)),
+                                        float(step(m, c.fmt, self.kvd, ds, "prefill", 1, p, 0, c.tp, link)))
+        _, t_p, t_pd = self._prefill_work[pkey]
         t_s = float(step(m, c.fmt, self.kvd, dev, "decode", b, 1, ctx, c.tp, link))
         t_sd = float(step(m, c.fmt, self.kvd, ds, "decode", b, 1, ctx, c.tp, link))
         t_d = max(st.output_mean - 1, 0) * t_s / b
@@ -633,7 +674,7 @@ def plan(model, scenario: str | Scenario = "chat", qps: float | None = None, ttf
     screened = sum(1 for s in specs if s.id not in simulated)
     notes.append(f"{screened} of {len(specs)} devices screened out with the cost model alone (weights or KV pool do "
                  f"not fit, or the roofline bound on TTFT or TPOT already misses a target); "
-                 f"{len(simulated)} simulated ({sum(1 for r in P.rows if 'simulated_requests' in r)} engine runs)")
+                 f"{len(simulated)} simulated ({P.sim_runs} engine runs)")
     if sc.objective == "cost" and ((table["status"] == "ok") & table["usd_per_hour"].isna()).any():
         notes.append("devices without a price are ranked after priced ones, by energy per output token ('no price')")
     res = PlanResult(m.name, sc, table, pd.DataFrame(P.rows), [], 0.0, notes)

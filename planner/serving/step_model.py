@@ -21,6 +21,7 @@ except on sliding-window layers where min(context, W) is applied to the mean con
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -364,7 +365,26 @@ def _sum_max_linear(x0: float, dx: float, y0: float, dy: float, k: int) -> float
 
 
 def _attention_coefficients(m, fmt, kv_dtype, dev: DeviceModel, tp: int, flash: bool, stage: str) -> list[_AttnGroup]:
-    """Read per-sequence attention costs off the core's operators as linear functions of (new, cached, keys).
+    """Read per-sequence attention costs off the core's operators as linear functions of (new, cached, keys)
+    (_attention_fit, which does not depend on the device), then divide the flops coefficients by the device's
+    effective peak for the op and the bytes coefficients by its effective bandwidth: seconds per unit."""
+    try:
+        fit = _attention_fit_cached(m, fmt, kv_dtype, tp, flash, stage)
+    except TypeError:   # an unhashable model or format (never in the catalog): fit it afresh
+        fit = _attention_fit(m, fmt, kv_dtype, tp, flash, stage)
+    groups = []
+    for w, ops in fit:
+        g = _AttnGroup(window=w)
+        for count, compute, cf, cb in ops:
+            peak, bw = dev.eff_peak_flops[compute], dev.eff_bandwidth_bytes_s
+            g.ops.append((count, *(v / peak for v in cf), *(v / bw for v in cb)))
+        groups.append(g)
+    return groups
+
+
+def _attention_fit(m, fmt, kv_dtype, tp: int, flash: bool, stage: str) -> tuple:
+    """Per attention group (window None = global layers), per attention op: (count, compute unit key, flops
+    coefficients, bytes coefficients) of (new, cached, keys), fitted to the core's operators at 12 points.
 
     Decode has one new token (keys = cached + 1 on global layers: the features are collinear and the least-squares
     fit takes the minimum-norm coefficients, which are exact on every point that satisfies the same relation)."""
@@ -380,7 +400,7 @@ def _attention_coefficients(m, fmt, kv_dtype, dev: DeviceModel, tp: int, flash: 
     groups = []
     for w in windows:
         suffix = "" if w is None else "_local"
-        g = _AttnGroup(window=w)
+        g = []
         cached = pasts if w is None else np.minimum(pasts, w)
         X = np.stack([news, cached, causal_key_sum(pasts, news, w)], axis=1)
         for op in attn:
@@ -395,12 +415,15 @@ def _attention_coefficients(m, fmt, kv_dtype, dev: DeviceModel, tp: int, flash: 
                 if err > 1e-6:
                     raise PlannerError(f"internal: attention op {op.name} is not linear in (new, cached, keys) "
                                        f"(relative residual {err:.2e}); the serving step model needs updating")
-            cf = [float(v) if abs(v) > 1e-9 * max(1.0, float(np.max(np.abs(cf)))) else 0.0 for v in cf]
-            cb = [float(v) if abs(v) > 1e-9 * max(1.0, float(np.max(np.abs(cb)))) else 0.0 for v in cb]
-            peak, bw = dev.eff_peak_flops[op.compute], dev.eff_bandwidth_bytes_s
-            g.ops.append((op.count, *(v / peak for v in cf), *(v / bw for v in cb)))
-        groups.append(g)
-    return groups
+            cf = tuple(float(v) if abs(v) > 1e-9 * max(1.0, float(np.max(np.abs(cf)))) else 0.0 for v in cf)
+            cb = tuple(float(v) if abs(v) > 1e-9 * max(1.0, float(np.max(np.abs(cb)))) else 0.0 for v in cb)
+            g.append((op.count, op.compute, cf, cb))
+        groups.append((w, tuple(g)))
+    return tuple(groups)
+
+
+# the fit is a pure function of the model and format (frozen, compared by value): every device of a plan shares it
+_attention_fit_cached = functools.lru_cache(maxsize=256)(_attention_fit)
 
 
 # ---------------------------------------------------------------- memory of a replica
