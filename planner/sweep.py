@@ -90,7 +90,12 @@ def _devices_for(fmt, specs, prof, efficiency, P, O, full):
         proxy = np.stack([np.broadcast_to(unit_request_proxy_s(spec, u, fmt, P, O), full).ravel() for u in units])
         pick.append(first + np.argmin(proxy, axis=0))
         keep.append(spec)
-    return devs, keep, pick, (_stack(devs) if devs else None)
+    if not devs:
+        return [], [], None, None
+    # time only the (device, unit) pairs some configuration picks (a Mac's CPU cores rarely win anything)
+    used, rows = np.unique(np.stack(pick), return_inverse=True)
+    devs = [devs[i] for i in used]
+    return devs, keep, rows.reshape(len(keep), -1), _stack(devs)
 
 
 def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), outputs=(128,), kv_dtype="fp16",
@@ -123,65 +128,85 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
     O = np.asarray(outputs, dtype=np.float64).reshape(1, 1, no)
     full = (nb, npr, no)
     flat_B, flat_P, flat_O = (np.broadcast_to(x, full).ravel() for x in (B, P, O))
-    parts, names = [], {}  # per (model, format): columns; string -> code
-    stacks = {}  # per format: the stacked devices, kept devices and unit choice (they do not depend on the model)
-    for m, fmt in itertools.product(archs, fmts):
-        if fmt.name not in stacks:
-            stacks[fmt.name] = _devices_for(fmt, specs, prof, efficiency, P, O, full)
-        devs, keep, pick, sd = stacks[fmt.name]
-        if not devs:
-            continue
-        D = len(devs)
-        H = len(keep)
-        n = nb * npr * no
-        cols = np.arange(n)
-        rows = np.stack(pick)  # (H, N) index into devs
-
-        def chosen(x):
-            x = np.asarray(x)
-            if x.ndim == 5:  # (D, 1, batch, prompt, output): drop the spare axis
-                x = x.reshape((x.shape[0],) + x.shape[2:])
-            return np.broadcast_to(x, (D,) + full).reshape(D, -1)[rows, cols]
-        ttft = chosen(prefill_time_s(m, fmt, kvd, sd, B, P, 0, flash_attention))
-        dsum = chosen(decode_sum_s(m, fmt, kvd, sd, B, P, O, flash_attention))
-        d_first = chosen(decode_step_time_s(m, fmt, kvd, sd, B, P, flash_attention))
-        Bf, Pf, Of = flat_B, flat_P, flat_O
-        tpot = np.where(Of > 1, dsum / np.maximum(Of - 1, 1), d_first)
-        need = need_bytes(m, fmt, kvd, Bf, Pf, Of, flash_attention)
-        cap = np.array([s.usable_capacity_gb * GB for s in keep])[:, None]
-        ovh = np.array([runtime_overhead_bytes(s, m, fmt) for s in keep])[:, None]
-        total = need[None, :] + ovh
-        fits = total <= cap
-        devs_unit = [names.setdefault(d.unit, len(names)) for d in devs]
-        parts.append({
-            "model": np.full(H * n, names.setdefault(m.name, len(names))),
-            "hardware": np.repeat([names.setdefault(s.id, len(names)) for s in keep], n),
-            "unit": np.asarray(devs_unit)[rows].ravel(), "weights": np.full(H * n, names.setdefault(fmt.name, len(names))),
-            "kv_dtype": np.full(H * n, names.setdefault(kvd, len(names))),
-            "batch": np.tile(Bf, H).astype(int), "prompt": np.tile(Pf, H).astype(int), "output": np.tile(Of, H).astype(int),
-            "fits": fits.ravel(), "total_gb": (total / GB).ravel(), "capacity_gb": np.repeat(cap[:, 0] / GB, n),
-            "ttft_ms": np.where(fits, ttft * 1e3, np.nan).ravel(),
-            "tpot_ms": np.where(fits, tpot * 1e3, np.nan).ravel(),
-            "decode_tok_s_total": np.where(fits, Bf / tpot, np.nan).ravel(),
-            "e2e_s": np.where(fits, ttft + dsum, np.nan).ravel(),
-        })
-    if not parts:
+    n = nb * npr * no
+    names = {}  # string -> code
+    stacks = {f.name: _devices_for(f, specs, prof, efficiency, P, O, full) for f in fmts}  # independent of the model
+    pairs = [(m, fmt) for m, fmt in itertools.product(archs, fmts) if stacks[fmt.name][0]]
+    if not pairs:
         raise PlannerError("sweep: no device in the grid runs any of the formats"
                            + (f" under the {prof.id} runtime profile (it covers: "
                               f"{', '.join(c.key for c in prof.classes)})" if prof is not None else ""))
-    table = {}
-    for col in parts[0]:
-        v = np.concatenate([p[col] for p in parts])
-        table[col] = _strings(list(names), v) if col in _STRING_COLUMNS else v
+    # every column is written in place into one preallocated array: part i (a model x format pair) fills rows
+    # [start_i, start_i + H_i x n), device-major, then batch, prompt, output
+    total_rows = sum(len(stacks[fmt.name][1]) * n for _, fmt in pairs)
+    table = {c: np.empty(total_rows, dtype=t) for c, t in _COLUMNS}
+    for fmt in fmts:
+        devs, keep, rows, sd = stacks[fmt.name]
+        if devs:
+            stacks[fmt.name] += (
+                np.array([s.usable_capacity_gb * GB for s in keep])[:, None],  # cap (H, 1)
+                np.asarray([names.setdefault(d.unit, len(names)) for d in devs])[rows],  # unit codes (H, n)
+                np.asarray([names.setdefault(s.id, len(names)) for s in keep])[:, None])  # hardware codes (H, 1)
+    o1 = bool(np.any(flat_O <= 1))  # the first decode step's time is read only where output = 1
+    start = 0
+    for m, fmt in pairs:
+        devs, keep, rows, sd, cap, unit_codes, hw_codes = stacks[fmt.name]
+        H = len(keep)
+        sl = slice(start, start + H * n)
+        start += H * n
+        ttft = _chosen(prefill_time_s(m, fmt, kvd, sd, B, P, 0, flash_attention), rows, full)
+        dsum = _chosen(decode_sum_s(m, fmt, kvd, sd, B, P, O, flash_attention), rows, full)
+        Bf, Pf, Of = flat_B, flat_P, flat_O
+        tpot = dsum / np.maximum(Of - 1, 1)
+        if o1:
+            d_first = _chosen(decode_step_time_s(m, fmt, kvd, sd, B, P, flash_attention), rows, full)
+            tpot = np.where(Of > 1, tpot, d_first)
+        need = need_bytes(m, fmt, kvd, Bf, Pf, Of, flash_attention)
+        ovh = np.array([runtime_overhead_bytes(s, m, fmt) for s in keep])[:, None]
+        total = need[None, :] + ovh
+        fits = total <= cap
+        t = {c: table[c][sl].reshape(H, n) for c, _ in _COLUMNS}
+        t["model"][:] = names.setdefault(m.name, len(names))
+        t["hardware"][:] = hw_codes
+        t["unit"][:] = unit_codes
+        t["weights"][:] = names.setdefault(fmt.name, len(names))
+        t["kv_dtype"][:] = names.setdefault(kvd, len(names))
+        t["batch"][:] = Bf
+        t["prompt"][:] = Pf
+        t["output"][:] = Of
+        t["fits"][:] = fits
+        np.divide(total, GB, out=t["total_gb"])
+        t["capacity_gb"][:] = cap / GB
+        np.copyto(t["ttft_ms"], np.where(fits, ttft * 1e3, np.nan))
+        np.copyto(t["tpot_ms"], np.where(fits, tpot * 1e3, np.nan))
+        np.copyto(t["decode_tok_s_total"], np.where(fits, Bf / tpot, np.nan))
+        np.copyto(t["e2e_s"], np.where(fits, ttft + dsum, np.nan))
+    strings = list(names)
+    for c in _STRING_COLUMNS:
+        table[c] = _strings(strings, table[c])
     return pd.DataFrame(table, copy=False)
 
 
+def _chosen(x, rows, full):
+    """(H, N): per kept device and flat configuration, the value of the (device, unit) pair `rows` picks, from an
+    array over (D, [1,] batch, prompt, output) (any axis but the first may be 1: read without broadcasting it)."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim == len(full) + 2:  # (D, 1, batch, prompt, output): drop the spare axis
+        x = x.reshape((x.shape[0],) + x.shape[2:])
+    shape = (x.shape[0],) + full
+    return np.broadcast_to(x, shape).reshape(shape[0], -1)[rows, np.arange(rows.shape[1])]
+
+
+_COLUMNS = (("model", np.intp), ("hardware", np.intp), ("unit", np.intp), ("weights", np.intp),
+            ("kv_dtype", np.intp), ("batch", int), ("prompt", int), ("output", int), ("fits", bool),
+            ("total_gb", np.float64), ("capacity_gb", np.float64), ("ttft_ms", np.float64), ("tpot_ms", np.float64),
+            ("decode_tok_s_total", np.float64), ("e2e_s", np.float64))
 _STRING_COLUMNS = ("model", "hardware", "unit", "weights", "kv_dtype")
 
 
 def _strings(names: list[str], codes: np.ndarray):
-    """pandas' default string column of names[codes]: built from Arrow buffers in numpy (offsets and bytes) when
-    the default string dtype is Arrow-backed, instead of converting millions of Python strings one by one."""
+    """pandas' default string column of names[codes]: Arrow's take of the names (one C++ pass) when the default
+    string dtype is Arrow-backed, instead of converting millions of Python strings one by one."""
     import pandas as pd
 
     dtype = pd.Series(["x"]).dtype
@@ -189,20 +214,5 @@ def _strings(names: list[str], codes: np.ndarray):
         return pd.Series(np.asarray(names, dtype=object)[codes], dtype=dtype)
     import pyarrow as pa
 
-    enc = [np.frombuffer(x.encode(), dtype=np.uint8) for x in names]
-    lens = np.array([len(b) for b in enc], dtype=np.int64)
-    starts = np.concatenate(([0], np.flatnonzero(codes[1:] != codes[:-1]) + 1))  # runs of one name
-    run_codes, run_lens = codes[starts], np.diff(np.append(starts, len(codes)))
-    offsets = np.zeros(len(codes) + 1, dtype=np.int64)
-    np.cumsum(np.repeat(lens[run_codes], run_lens), out=offsets[1:])
-    if len(starts) <= 50_000:  # the grid's order keeps names in long runs: one tile of bytes per run
-        data = np.concatenate([np.tile(enc[c], r) for c, r in zip(run_codes.tolist(), run_lens.tolist())])
-    else:  # one padded row of bytes per name, picked per row and unpadded
-        width = max(1, int(lens.max()))
-        mat = np.zeros((len(enc), width), dtype=np.uint8)
-        for i, b in enumerate(enc):
-            mat[i, :len(b)] = b
-        data = mat[codes][np.arange(width) < lens[codes][:, None]]
-    arr = pa.LargeStringArray.from_buffers(len(codes), pa.py_buffer(offsets), pa.py_buffer(data))
+    arr = pa.array(names, type=pa.large_string()).take(pa.array(np.asarray(codes, dtype=np.int64)))
     return pd.Series(pd.array(arr, dtype=dtype))
-
