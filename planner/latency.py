@@ -83,41 +83,56 @@ def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flas
     P = np.asarray(prompt, dtype=np.float64)[..., None]
     n = np.maximum(np.asarray(output, dtype=np.float64) - 1, 0)[..., None]
     W = m.attention_window
-    cols = [P, P + 1, P + np.maximum(n - 1, 0)] + ([np.maximum(P, W)] if W else [])
+    # the contexts the closed form reads off the operators: x = prompt and prompt + 1 (the affine pieces) and
+    # max(prompt, W) (a local layer's constant value); none depends on the output length, so they are evaluated on
+    # the (batch, prompt) grid alone and broadcast against it only in the sum. The last step (past = prompt +
+    # output - 2) is timed only when asked for.
+    cols = [P, P + 1] + ([np.maximum(P, W)] if W else [])
     past = np.concatenate(np.broadcast_arrays(*cols), axis=-1)
     ots = time_ops(decode_ops(m, fmt, kv_dtype, B, past, flash_attention), dev)
     step_ovh = dev.efficiency.step_overhead_ms * 1e-3
     ovh = sum(ot.overhead_s for ot in ots)  # count x per-op overhead: independent of the context
     # an operator whose times do not vary along the context columns (weight GEMMs, norms, the LM head, a scan) costs
     # the same max(C, M) on every step: n x that, on its own (small) shape; the rest are summed in closed form
-    const, ots = _split_constant(ots)
-    shape = np.broadcast_shapes(past.shape, *(np.shape(ot.compute_s) for ot in ots), *(np.shape(ot.memory_s) for ot in ots))
-    C = np.stack([np.broadcast_to(np.asarray(ot.compute_s, dtype=np.float64), shape) for ot in ots]) if ots \
-        else np.zeros((0,) + shape)
-    M = np.stack([np.broadcast_to(np.asarray(ot.memory_s, dtype=np.float64), shape) for ot in ots]) if ots \
-        else np.zeros((0,) + shape)
+    const, varying = _split_constant(ots)
+    ots = [ots[i] for i in varying]
+    C, M = _stacked(ots, past.shape)
     C0, M0 = C[..., 0:1], M[..., 0:1]
     dC, dM = C[..., 1:2] - C0, M[..., 1:2] - M0
     if W:
         local = np.array([ot.op.name.endswith("_local") for ot in ots]).reshape((-1,) + (1,) * (C.ndim - 1))
         k = np.where(local, np.clip(W - P, 0, n), n)
-        flat = np.where(local, (n - k) * np.maximum(C[..., 3:4], M[..., 3:4]), 0.0)
+        flat = np.where(local, (n - k) * np.maximum(C[..., 2:3], M[..., 2:3]), 0.0)
     else:
         k, flat = n, 0.0
     total = np.sum(sum_max_affine(C0, dC, M0, dM, k) + flat, axis=0) + n * (const + ovh + step_ovh)
-    last = np.sum(np.maximum(C[..., 2:3], M[..., 2:3]), axis=0) + const + ovh + step_ovh
-    total, last = np.asarray(total)[..., 0], np.asarray(last)[..., 0]
-    return (total, last) if with_last else total
+    total = np.asarray(total)[..., 0]
+    if not with_last:
+        return total
+    x_last = np.asarray(P + np.maximum(n - 1, 0))
+    ops_last = decode_ops(m, fmt, kv_dtype, B, x_last, flash_attention)
+    C, M = _stacked(time_ops([ops_last[i] for i in varying], dev), x_last.shape)
+    last = np.sum(np.maximum(C, M), axis=0) + const + ovh + step_ovh
+    return total, np.asarray(last)[..., 0]
+
+
+def _stacked(ots, shape):
+    """(compute times, memory times) of the operators stacked along a new leading axis, broadcast to one shape."""
+    shape = np.broadcast_shapes(shape, *(np.shape(ot.compute_s) for ot in ots), *(np.shape(ot.memory_s) for ot in ots))
+    if not ots:
+        return np.zeros((0,) + shape), np.zeros((0,) + shape)
+    return (np.stack([np.broadcast_to(np.asarray(ot.compute_s, dtype=np.float64), shape) for ot in ots]),
+            np.stack([np.broadcast_to(np.asarray(ot.memory_s, dtype=np.float64), shape) for ot in ots]))
 
 
 def _split_constant(ots):
-    """(sum of max(C, M) over the operators whose times have no context axis, the other operators)."""
+    """(sum of max(C, M) over the operators whose times have no context axis, the indices of the other operators)."""
     const, rest = 0.0, []
-    for ot in ots:
+    for i, ot in enumerate(ots):
         if np.shape(ot.compute_s)[-1:] in ((), (1,)) and np.shape(ot.memory_s)[-1:] in ((), (1,)):
             const = const + np.maximum(ot.compute_s, ot.memory_s)
         else:
-            rest.append(ot)
+            rest.append(i)
     return const, rest
 
 
