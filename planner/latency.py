@@ -47,16 +47,34 @@ def sum_max_affine(x0, dx, y0, dy, k):
             lo = k
         cnt = max(hi - lo + 1, 0.0)
         return total_y + cnt * d0 + s * (lo + hi) * cnt / 2
+    # arrays: the same operations in the same order (so the same roundings), written in place into two arrays of
+    # the full shape; the run [lo, hi] (integer-valued, exact) is worked out on the pieces' own shape and only
+    # clipped to k on the full one. lo is also clipped to k where the run starts beyond the last term (s > 0): its
+    # count is 0 either way.
     x0, dx, y0, dy, k = (np.asarray(v, dtype=np.float64) for v in (x0, dx, y0, dy, k))
     d0, s = x0 - y0, dx - dy
-    total_y = k * y0 + dy * k * (k - 1) / 2
-    safe = np.where(s != 0, s, 1.0)
-    root = -d0 / safe
-    lo = np.where(s > 0, np.maximum(0.0, np.floor(root) + 1), 0.0)
-    hi = np.where(s < 0, np.minimum(k - 1, np.ceil(root) - 1), k - 1)
-    lo = np.where(s == 0, np.where(d0 > 0, 0.0, k), lo)
-    cnt = np.maximum(hi - lo + 1, 0.0)
-    return total_y + cnt * d0 + s * (lo + hi) * cnt / 2
+    km1 = k - 1
+    shape = np.broadcast_shapes(d0.shape, k.shape)
+    total = np.multiply(k, y0, out=np.empty(shape))  # total_y = k y0 + dy k (k - 1) / 2
+    t = np.multiply(dy, k, out=np.empty(shape))
+    t *= km1
+    t /= 2
+    total += t
+    root = -d0 / np.where(s != 0, s, 1.0)
+    lo = np.where(s > 0, np.maximum(0.0, np.floor(root) + 1), np.where((s == 0) & ~(d0 > 0), np.inf, 0.0))
+    hi = np.minimum(km1, np.where(s < 0, np.ceil(root) - 1, np.inf))
+    lo = np.minimum(lo, k)
+    cnt = np.subtract(hi, lo, out=np.empty(shape))  # cnt = max(hi - lo + 1, 0)
+    cnt += 1
+    np.maximum(cnt, 0.0, out=cnt)
+    np.multiply(cnt, d0, out=t)  # + cnt d0 + s (lo + hi) cnt / 2
+    total += t
+    np.add(lo, hi, out=t)
+    t *= s
+    t *= cnt
+    t /= 2
+    total += t
+    return total if total.ndim else total[()]
 
 
 def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flash_attention=True, samples=32,
@@ -102,10 +120,10 @@ def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flas
     if W:
         local = np.array([ot.op.name.endswith("_local") for ot in ots]).reshape((-1,) + (1,) * (C.ndim - 1))
         k = np.where(local, np.clip(W - P, 0, n), n)
-        flat = np.where(local, (n - k) * np.maximum(C[..., 2:3], M[..., 2:3]), 0.0)
+        flat = (n - k) * np.maximum(C[..., 2:3], M[..., 2:3])  # 0 on the other layers (k = n)
     else:
         k, flat = n, 0.0
-    total = np.sum(sum_max_affine(C0, dC, M0, dM, k) + flat, axis=0) + n * (const + ovh + step_ovh)
+    total = _sum_over_ops(C0, dC, M0, dM, k, flat) + n * (const + ovh + step_ovh)
     total = np.asarray(total)[..., 0]
     if not with_last:
         return total
@@ -114,6 +132,30 @@ def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flas
     C, M = _stacked(time_ops([ops_last[i] for i in varying], dev), x_last.shape)
     last = np.sum(np.maximum(C, M), axis=0) + const + ovh + step_ovh
     return total, np.asarray(last)[..., 0]
+
+
+def _sum_over_ops(C0, dC, M0, dM, k, flat):
+    """np.sum(sum_max_affine(C0, dC, M0, dM, k) + flat, axis=0), the operators along axis 0.
+
+    numpy runs an elementwise operation as inner loops over the trailing axes its operands share: the pieces (C0,
+    ..., over operator x device x batch x prompt in the sweep) and the step counts k (over prompt x output) share
+    only the last few, so the loops would run a few output lengths at a time. The axes the pieces do not span go
+    first, then those k varies along, and the result is transposed back: the same operations on every element."""
+    xs = [np.asarray(x, dtype=np.float64) for x in (C0, dC, M0, dM, k, flat)]
+    nd = max(x.ndim for x in xs)
+    xs = [x.reshape((1,) * (nd - x.ndim) + x.shape) for x in xs]
+    full = np.broadcast_shapes(*(x.shape for x in xs))
+    piece = np.broadcast_shapes(*(x.shape for x in xs[:4]))
+    steps = np.broadcast_shapes(xs[4].shape, xs[5].shape)
+    first = [i for i in range(1, nd) if piece[i] == 1 and full[i] > 1]
+    then = [i for i in range(1, nd) if i not in first and steps[i] > 1]
+    order = [0] + first + then + [i for i in range(1, nd) if i not in first and i not in then]
+    x0, dx, y0, dy, kk, fl = (x.transpose(order) for x in xs)
+    if then:  # k varies along axes the pieces span too: laid out once in full, so that the loops stay long
+        kk = np.ascontiguousarray(np.broadcast_to(kk, tuple(full[i] for i in order)))
+    t = sum_max_affine(x0, dx, y0, dy, kk)
+    t += fl
+    return np.sum(t, axis=0).transpose(np.argsort(order[1:]))
 
 
 def _stacked(ots, shape):
