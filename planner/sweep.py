@@ -129,90 +129,135 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
     full = (nb, npr, no)
     flat_B, flat_P, flat_O = (np.broadcast_to(x, full).ravel() for x in (B, P, O))
     n = nb * npr * no
-    names = {}  # string -> code
     stacks = {f.name: _devices_for(f, specs, prof, efficiency, P, O, full) for f in fmts}  # independent of the model
     pairs = [(m, fmt) for m, fmt in itertools.product(archs, fmts) if stacks[fmt.name][0]]
     if not pairs:
         raise PlannerError("sweep: no device in the grid runs any of the formats"
                            + (f" under the {prof.id} runtime profile (it covers: "
                               f"{', '.join(c.key for c in prof.classes)})" if prof is not None else ""))
-    # every column is written in place into one preallocated array: part i (a model x format pair) fills rows
-    # [start_i, start_i + H_i x n), device-major, then batch, prompt, output
+    # every numeric column is written in place into one preallocated array: part i (a model x format pair) fills
+    # rows [start_i, start_i + H_i x n), device-major, then batch, prompt, output; the string columns are chunks,
+    # one per part (the hardware and unit chunks depend on the format alone, the others are one name repeated)
     total_rows = sum(len(stacks[fmt.name][1]) * n for _, fmt in pairs)
     table = {c: np.empty(total_rows, dtype=t) for c, t in _COLUMNS}
+    strings = _StringChunks()
+    grid_b, grid_p, grid_o = (np.broadcast_to(x, full).ravel().astype(int) for x in (B, P, O))
     for fmt in fmts:
         devs, keep, rows, sd = stacks[fmt.name]
         if devs:
+            H = len(keep)
             stacks[fmt.name] += (
-                np.array([s.usable_capacity_gb * GB for s in keep])[:, None],  # cap (H, 1)
-                np.asarray([names.setdefault(d.unit, len(names)) for d in devs])[rows],  # unit codes (H, n)
-                np.asarray([names.setdefault(s.id, len(names)) for s in keep])[:, None])  # hardware codes (H, 1)
+                np.array([s.usable_capacity_gb * GB for s in keep])[:, None],  # capacity (H, 1)
+                strings.names([s.id for s in keep], np.repeat(np.arange(H), n)),
+                strings.names([d.unit for d in devs], rows.ravel()),
+                _Picker(rows, full))
     o1 = bool(np.any(flat_O <= 1))  # the first decode step's time is read only where output = 1
     start = 0
     for m, fmt in pairs:
-        devs, keep, rows, sd, cap, unit_codes, hw_codes = stacks[fmt.name]
+        devs, keep, rows, sd, cap, hw_chunk, unit_chunk, chosen = stacks[fmt.name]
         H = len(keep)
         sl = slice(start, start + H * n)
         start += H * n
-        ttft = _chosen(prefill_time_s(m, fmt, kvd, sd, B, P, 0, flash_attention), rows, full)
-        dsum = _chosen(decode_sum_s(m, fmt, kvd, sd, B, P, O, flash_attention), rows, full)
+        ttft = chosen(prefill_time_s(m, fmt, kvd, sd, B, P, 0, flash_attention))
+        dsum = chosen(decode_sum_s(m, fmt, kvd, sd, B, P, O, flash_attention))
         Bf, Pf, Of = flat_B, flat_P, flat_O
         tpot = dsum / np.maximum(Of - 1, 1)
         if o1:
-            d_first = _chosen(decode_step_time_s(m, fmt, kvd, sd, B, P, flash_attention), rows, full)
+            d_first = chosen(decode_step_time_s(m, fmt, kvd, sd, B, P, flash_attention))
             tpot = np.where(Of > 1, tpot, d_first)
         need = need_bytes(m, fmt, kvd, Bf, Pf, Of, flash_attention)
         ovh = np.array([runtime_overhead_bytes(s, m, fmt) for s in keep])[:, None]
         total = need[None, :] + ovh
         fits = total <= cap
+        strings.add("model", strings.repeat(m.name, H * n))
+        strings.add("hardware", hw_chunk)
+        strings.add("unit", unit_chunk)
+        strings.add("weights", strings.repeat(fmt.name, H * n))
+        strings.add("kv_dtype", strings.repeat(kvd, H * n))
         t = {c: table[c][sl].reshape(H, n) for c, _ in _COLUMNS}
-        t["model"][:] = names.setdefault(m.name, len(names))
-        t["hardware"][:] = hw_codes
-        t["unit"][:] = unit_codes
-        t["weights"][:] = names.setdefault(fmt.name, len(names))
-        t["kv_dtype"][:] = names.setdefault(kvd, len(names))
-        t["batch"][:] = Bf
-        t["prompt"][:] = Pf
-        t["output"][:] = Of
+        t["batch"][:] = grid_b
+        t["prompt"][:] = grid_p
+        t["output"][:] = grid_o
         t["fits"][:] = fits
         np.divide(total, GB, out=t["total_gb"])
         t["capacity_gb"][:] = cap / GB
-        np.copyto(t["ttft_ms"], np.where(fits, ttft * 1e3, np.nan))
-        np.copyto(t["tpot_ms"], np.where(fits, tpot * 1e3, np.nan))
-        np.copyto(t["decode_tok_s_total"], np.where(fits, Bf / tpot, np.nan))
-        np.copyto(t["e2e_s"], np.where(fits, ttft + dsum, np.nan))
-    strings = list(names)
-    for c in _STRING_COLUMNS:
-        table[c] = _strings(strings, table[c])
-    return pd.DataFrame(table, copy=False)
+        # a configuration that does not fit has no latencies (NaN)
+        out = np.logical_not(fits)
+        np.multiply(ttft, 1e3, out=t["ttft_ms"])
+        np.multiply(tpot, 1e3, out=t["tpot_ms"])
+        np.divide(Bf, tpot, out=t["decode_tok_s_total"])
+        np.add(ttft, dsum, out=t["e2e_s"])
+        for c in ("ttft_ms", "tpot_ms", "decode_tok_s_total", "e2e_s"):
+            np.copyto(t[c], np.nan, where=out)
+    table = {**{c: strings.column(c) for c in _STRING_COLUMNS}, **table}
+    return pd.DataFrame({c: table[c] for c in _ORDER}, copy=False)
 
 
-def _chosen(x, rows, full):
-    """(H, N): per kept device and flat configuration, the value of the (device, unit) pair `rows` picks, from an
-    array over (D, [1,] batch, prompt, output) (any axis but the first may be 1: read without broadcasting it)."""
-    x = np.asarray(x, dtype=np.float64)
-    if x.ndim == len(full) + 2:  # (D, 1, batch, prompt, output): drop the spare axis
-        x = x.reshape((x.shape[0],) + x.shape[2:])
-    shape = (x.shape[0],) + full
-    return np.broadcast_to(x, shape).reshape(shape[0], -1)[rows, np.arange(rows.shape[1])]
+class _Picker:
+    """(H, N) from an array over (D, [1,] batch, prompt, output): per kept device and flat configuration, the
+    value of the (device, unit) pair `rows` (H, N) picks. Axes of length 1 are read where they are, not broadcast:
+    one flat index per input shape, kept."""
+
+    def __init__(self, rows, full):
+        self.rows, self.full, self.index = rows, full, {}
+
+    def __call__(self, x):
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        x = x.reshape((1,) * (len(self.full) + 1 - x.ndim) + x.shape)  # broadcast from the right, as numpy does
+        if x.ndim == len(self.full) + 2:  # (D, 1, batch, prompt, output): drop the spare axis
+            x = x.reshape((x.shape[0],) + x.shape[2:])
+        idx = self.index.get(x.shape)
+        if idx is None:
+            # element strides of x, 0 along its axes of length 1
+            st = [(int(np.prod(x.shape[i + 1:])) if x.shape[i] > 1 else 0) for i in range(x.ndim)]
+            grid = np.indices(self.full).reshape(len(self.full), -1)  # (3, N): batch, prompt, output index
+            idx = self.rows * st[0] + sum(g * s for g, s in zip(grid, st[1:]))
+            self.index[x.shape] = idx
+        return np.take(x.reshape(-1), idx)
 
 
-_COLUMNS = (("model", np.intp), ("hardware", np.intp), ("unit", np.intp), ("weights", np.intp),
-            ("kv_dtype", np.intp), ("batch", int), ("prompt", int), ("output", int), ("fits", bool),
-            ("total_gb", np.float64), ("capacity_gb", np.float64), ("ttft_ms", np.float64), ("tpot_ms", np.float64),
+class _StringChunks:
+    """The string columns as one chunk per part: Arrow arrays (reused where they repeat) when pandas' default
+    string dtype is Arrow-backed, object arrays otherwise; joined once, into pandas' default string column."""
+
+    def __init__(self):
+        import pandas as pd
+
+        self.dtype = pd.Series(["x"]).dtype
+        self.arrow = getattr(self.dtype, "storage", None) == "pyarrow"
+        self.chunks = {c: [] for c in _STRING_COLUMNS}
+        self.repeats = {}
+
+    def names(self, names: list[str], codes: np.ndarray):
+        """names[codes] as one chunk."""
+        if self.arrow:
+            import pyarrow as pa
+            return pa.array(names, type=pa.large_string()).take(pa.array(np.asarray(codes, dtype=np.int64)))
+        return np.asarray(names, dtype=object)[codes]
+
+    def repeat(self, name: str, count: int):
+        key = (name, count)
+        if key not in self.repeats:
+            self.repeats[key] = self.names([name], np.zeros(count, dtype=np.int64))
+        return self.repeats[key]
+
+    def add(self, column: str, chunk):
+        self.chunks[column].append(chunk)
+
+    def column(self, column: str):
+        import pandas as pd
+
+        if self.arrow:
+            import pyarrow as pa
+            return pd.Series(pd.array(pa.chunked_array(self.chunks[column], type=pa.large_string()), dtype=self.dtype))
+        return pd.Series(np.concatenate(self.chunks[column]), dtype=self.dtype)
+
+
+_ORDER = ("model", "hardware", "unit", "weights", "kv_dtype", "batch", "prompt", "output", "fits", "total_gb",
+          "capacity_gb", "ttft_ms", "tpot_ms", "decode_tok_s_total", "e2e_s")
+_COLUMNS = (("batch", int), ("prompt", int), ("output", int), ("fits", bool), ("total_gb", np.float64),
+            ("capacity_gb", np.float64), ("ttft_ms", np.float64), ("tpot_ms", np.float64),
             ("decode_tok_s_total", np.float64), ("e2e_s", np.float64))
+
+
 _STRING_COLUMNS = ("model", "hardware", "unit", "weights", "kv_dtype")
-
-
-def _strings(names: list[str], codes: np.ndarray):
-    """pandas' default string column of names[codes]: Arrow's take of the names (one C++ pass) when the default
-    string dtype is Arrow-backed, instead of converting millions of Python strings one by one."""
-    import pandas as pd
-
-    dtype = pd.Series(["x"]).dtype
-    if getattr(dtype, "storage", None) != "pyarrow":
-        return pd.Series(np.asarray(names, dtype=object)[codes], dtype=dtype)
-    import pyarrow as pa
-
-    arr = pa.array(names, type=pa.large_string()).take(pa.array(np.asarray(codes, dtype=np.int64)))
-    return pd.Series(pd.array(arr, dtype=dtype))

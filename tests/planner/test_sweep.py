@@ -80,18 +80,28 @@ def test_closed_form_decode_sum_equals_the_step_by_step_sum(model, prompt, outpu
         assert float(last) == pytest.approx(float(steps[-1]), rel=1e-12)
 
 
-def test_string_columns_from_buffers_equal_python_strings():
-    """planner.sweep._strings (Arrow buffers built in numpy) against names[codes] as Python strings, both branches:
-    long runs of one name, and many short runs."""
+def test_string_columns_from_chunks_equal_python_strings():
+    """planner.sweep._StringChunks (Arrow takes, chunks reused across parts) against names[codes] as Python strings,
+    both branches (Arrow-backed and object strings): long runs of one name, many short runs, repeated names."""
     import numpy as np
 
-    from planner.sweep import _strings
+    from planner.sweep import _StringChunks
 
     names = ["llama-2-7b", "a100-40gb-sxm", "gpu", "ü-ñ", "x"]
     rng = np.random.default_rng(0)
-    for codes in (np.repeat(rng.integers(0, 5, 40), 1000), rng.integers(0, 5, 120_000)):
-        got = _strings(names, codes)
-        assert got.tolist() == [names[c] for c in codes]
+    for arrow in (True, False):
+        sc = _StringChunks()
+        sc.arrow = sc.arrow and arrow
+        want = []
+        for codes in (np.repeat(rng.integers(0, 5, 40), 1000), rng.integers(0, 5, 120_000)):
+            sc.add("model", sc.names(names, codes))
+            want += [names[c] for c in codes]
+        for _ in range(2):
+            sc.add("model", sc.repeat("ü-ñ", 7))
+            want += ["ü-ñ"] * 7
+        got = sc.column("model")
+        assert got.dtype == __import__("pandas").Series(["x"]).dtype
+        assert got.tolist() == want
 
 
 def test_sweep_matches_estimate_with_runtime_profiles():
