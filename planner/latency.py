@@ -15,6 +15,7 @@ functions of the context (constant beyond a local layer's window), and such a su
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -95,6 +96,58 @@ def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flas
         return _decode_sum_sampled(batch, prompt, output, samples, step_s, with_last)
     if _plain(batch, prompt, output) and dev.eff_bandwidth_bytes_s.__class__ is float:
         return _decode_sum_scalar(m, fmt, kv_dtype, dev, batch, prompt, output, flash_attention, with_last, first)
+    form = decode_closed_form(m, fmt, kv_dtype, dev, batch, prompt, output, flash_attention)
+    total = form.total()
+    if not with_last:
+        return total
+    x_last = np.asarray(form.P + np.maximum(form.n - 1, 0))
+    ops_last = decode_ops(m, fmt, kv_dtype, form.B, x_last, flash_attention)
+    C, M = _stacked(time_ops([ops_last[i] for i in form.varying], dev), x_last.shape)
+    last = np.sum(np.maximum(C, M), axis=0) + form.const + form.ovh + form.step_ovh
+    return total, np.asarray(last)[..., 0]
+
+
+@dataclass(frozen=True)
+class DecodeClosedForm:
+    """decode_sum_s's closed form on a grid, before the sum is taken. Along axis 0, per operator whose times vary
+    with the context: its compute and memory seconds at x = prompt (C0, M0) and their slopes per token (dC, dM),
+    the steps k over which they are affine, and for local layers the seconds of every later step (wide: max(C, M)
+    at x = W); n = output - 1 steps; what every step costs besides: const (max(C, M) of the operators that do not
+    vary), ovh (per-op overheads) and step_ovh (per-step overhead). Arrays end in a trailing axis of length 1 (the
+    context axis, reduced)."""
+
+    B: np.ndarray
+    P: np.ndarray
+    n: np.ndarray
+    C0: np.ndarray
+    dC: np.ndarray
+    M0: np.ndarray
+    dM: np.ndarray
+    k: np.ndarray
+    wide: np.ndarray | None
+    const: np.ndarray
+    ovh: np.ndarray
+    step_ovh: float
+    varying: list  # indices of the varying operators in decode_ops' list
+
+    def total(self, at=None):
+        """Seconds of the n decode steps: sum over operators of sum_max_affine(C0, dC, M0, dM, k) + (n - k) wide,
+        plus n x (const + ovh + step_ovh). On the whole broadcast grid, or only at the grid elements `at` (a tuple of index arrays,
+        one per axis of the result, as np.nonzero gives): a 1-D array, the same operations on every element."""
+        per_step = self.const + self.ovh + self.step_ovh
+        if at is None:
+            flat = 0.0 if self.wide is None else (self.n - self.k) * self.wide
+            total = _sum_over_ops(self.C0, self.dC, self.M0, self.dM, self.k, flat) + self.n * per_step
+            return np.asarray(total)[..., 0]
+        x0, dx, y0, dy, k = (_at(x, at) for x in (self.C0, self.dC, self.M0, self.dM, self.k))
+        n = _at(self.n[None], at)
+        t = sum_max_affine(x0, dx, y0, dy, k)
+        t += 0.0 if self.wide is None else (n - k) * _at(self.wide, at)
+        return np.sum(t, axis=0) + n[0] * _at(np.asarray(per_step)[None], at)[0]
+
+
+def decode_closed_form(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flash_attention=True):
+    """The pieces of decode_sum_s's closed form over arrays of batch, prompt and output (DecodeClosedForm)."""
     # every term keeps a trailing axis of length 1 (the past axis, reduced), so that device arrays shaped for a
     # trailing axis (the sweep stacks devices as (D, 1, ..., 1)) broadcast the same way as in the step functions
     B = np.asarray(batch, dtype=np.float64)[..., None]
@@ -104,7 +157,7 @@ def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flas
     # the contexts the closed form reads off the operators: x = prompt and prompt + 1 (the affine pieces) and
     # max(prompt, W) (a local layer's constant value); none depends on the output length, so they are evaluated on
     # the (batch, prompt) grid alone and broadcast against it only in the sum. The last step (past = prompt +
-    # output - 2) is timed only when asked for.
+    # output - 2) is timed only when asked for (decode_sum_s with_last).
     cols = [P, P + 1] + ([np.maximum(P, W)] if W else [])
     past = np.concatenate(np.broadcast_arrays(*cols), axis=-1)
     ots = time_ops(decode_ops(m, fmt, kv_dtype, B, past, flash_attention), dev)
@@ -120,18 +173,24 @@ def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flas
     if W:
         local = np.array([ot.op.name.endswith("_local") for ot in ots]).reshape((-1,) + (1,) * (C.ndim - 1))
         k = np.where(local, np.clip(W - P, 0, n), n)
-        flat = (n - k) * np.maximum(C[..., 2:3], M[..., 2:3])  # 0 on the other layers (k = n)
+        wide = np.maximum(C[..., 2:3], M[..., 2:3])  # (n - k) x wide is 0 on the other layers (k = n)
     else:
-        k, flat = n, 0.0
-    total = _sum_over_ops(C0, dC, M0, dM, k, flat) + n * (const + ovh + step_ovh)
-    total = np.asarray(total)[..., 0]
-    if not with_last:
-        return total
-    x_last = np.asarray(P + np.maximum(n - 1, 0))
-    ops_last = decode_ops(m, fmt, kv_dtype, B, x_last, flash_attention)
-    C, M = _stacked(time_ops([ops_last[i] for i in varying], dev), x_last.shape)
-    last = np.sum(np.maximum(C, M), axis=0) + const + ovh + step_ovh
-    return total, np.asarray(last)[..., 0]
+        k, wide = n[None], None
+    return DecodeClosedForm(B, P, n, C0, dC, M0, dM, k, wide, const, ovh, step_ovh, varying)
+
+
+def _at(x, at):
+    """x[:, at] for an array laid out as (axis 0, grid axes aligned on the right with the index arrays `at`,
+    a trailing axis of length 1), reading axes of length 1 where they are: (len(x), len(at[0]))."""
+    x = np.asarray(x, dtype=np.float64)
+    grid = x.shape[1:-1]
+    grid = (1,) * (len(at) - len(grid)) + grid
+    flat, stride = np.zeros(len(at[0]), dtype=np.intp), 1
+    for i in reversed(range(len(at))):
+        if grid[i] > 1:
+            flat += at[i] * stride
+        stride *= grid[i]
+    return x.reshape(x.shape[0], -1)[:, flat] if x.shape[0] else np.zeros((0, len(flat)))
 
 
 def _sum_over_ops(C0, dC, M0, dM, k, flat):

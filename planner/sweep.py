@@ -15,7 +15,7 @@ from .architecture import ModelArch, load_model
 from .efficiency import resolve_efficiency
 from .errors import PlannerError
 from .hardware import HardwareSpec, load_hardware
-from .latency import decode_step_time_s, decode_sum_s, prefill_time_s
+from .latency import decode_closed_form, decode_step_time_s, prefill_time_s
 from .memory import need_bytes, runtime_overhead_bytes
 from .ops import ATTENTION, MATMUL, VECTOR
 from .quantization import kv_dtype as norm_kv, weight_format
@@ -158,14 +158,7 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
         H = len(keep)
         sl = slice(start, start + H * n)
         start += H * n
-        ttft = chosen(prefill_time_s(m, fmt, kvd, sd, B, P, 0, flash_attention))
-        dsum = chosen(decode_sum_s(m, fmt, kvd, sd, B, P, O, flash_attention))
-        Bf, Pf, Of = flat_B, flat_P, flat_O
-        tpot = dsum / np.maximum(Of - 1, 1)
-        if o1:
-            d_first = chosen(decode_step_time_s(m, fmt, kvd, sd, B, P, flash_attention))
-            tpot = np.where(Of > 1, tpot, d_first)
-        need = need_bytes(m, fmt, kvd, Bf, Pf, Of, flash_attention)
+        need = need_bytes(m, fmt, kvd, flat_B, flat_P, flat_O, flash_attention)
         ovh = np.array([runtime_overhead_bytes(s, m, fmt) for s in keep])[:, None]
         total = need[None, :] + ovh
         fits = total <= cap
@@ -181,27 +174,43 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
         t["fits"][:] = fits
         np.divide(total, GB, out=t["total_gb"])
         t["capacity_gb"][:] = cap / GB
-        # a configuration that does not fit has no latencies (NaN)
-        out = np.logical_not(fits)
-        np.multiply(ttft, 1e3, out=t["ttft_ms"])
-        np.multiply(tpot, 1e3, out=t["tpot_ms"])
-        np.divide(Bf, tpot, out=t["decode_tok_s_total"])
-        np.add(ttft, dsum, out=t["e2e_s"])
-        for c in ("ttft_ms", "tpot_ms", "decode_tok_s_total", "e2e_s"):
-            np.copyto(t[c], np.nan, where=out)
+        # latencies only where the configuration fits (the others have none: NaN), on the unit chosen there
+        pos = np.flatnonzero(fits)  # rows of this part, device-major
+        for c in _LATENCY_COLUMNS:
+            table[c][sl] = np.nan
+        if not pos.size:
+            continue
+        ttft = chosen(prefill_time_s(m, fmt, kvd, sd, B, P, 0, flash_attention), pos)
+        dsum = decode_closed_form(m, fmt, kvd, sd, B, P, O, flash_attention).total(chosen.at(pos))
+        Bf, Of = flat_B[pos % n], flat_O[pos % n]
+        tpot = dsum / np.maximum(Of - 1, 1)
+        if o1:
+            d_first = chosen(decode_step_time_s(m, fmt, kvd, sd, B, P, flash_attention), pos)
+            tpot = np.where(Of > 1, tpot, d_first)
+        rows_at = pos + sl.start
+        table["ttft_ms"][rows_at] = ttft * 1e3
+        table["tpot_ms"][rows_at] = tpot * 1e3
+        table["decode_tok_s_total"][rows_at] = Bf / tpot
+        table["e2e_s"][rows_at] = ttft + dsum
     table = {**{c: strings.column(c) for c in _STRING_COLUMNS}, **table}
     return pd.DataFrame({c: table[c] for c in _ORDER}, copy=False)
 
 
 class _Picker:
-    """(H, N) from an array over (D, [1,] batch, prompt, output): per kept device and flat configuration, the
-    value of the (device, unit) pair `rows` (H, N) picks. Axes of length 1 are read where they are, not broadcast:
-    one flat index per input shape, kept."""
+    """Per kept device and flat configuration (H x N, device-major), the (device, unit) pair `rows` picks: values
+    read off an array over (D, [1,] batch, prompt, output) (axes of length 1 read where they are, not broadcast;
+    one flat index per input shape, kept), at every row or at the rows `pos` only."""
 
     def __init__(self, rows, full):
         self.rows, self.full, self.index = rows, full, {}
+        self.grid = np.indices(full).reshape(len(full), -1)  # (3, N): batch, prompt, output index of each config
 
-    def __call__(self, x):
+    def at(self, pos):
+        """The rows `pos` as a multi-index into (D, batch, prompt, output)."""
+        n = self.grid.shape[1]
+        return (self.rows.reshape(-1)[pos],) + tuple(g[pos % n] for g in self.grid)
+
+    def __call__(self, x, pos=None):
         x = np.ascontiguousarray(x, dtype=np.float64)
         x = x.reshape((1,) * (len(self.full) + 1 - x.ndim) + x.shape)  # broadcast from the right, as numpy does
         if x.ndim == len(self.full) + 2:  # (D, 1, batch, prompt, output): drop the spare axis
@@ -210,10 +219,9 @@ class _Picker:
         if idx is None:
             # element strides of x, 0 along its axes of length 1
             st = [(int(np.prod(x.shape[i + 1:])) if x.shape[i] > 1 else 0) for i in range(x.ndim)]
-            grid = np.indices(self.full).reshape(len(self.full), -1)  # (3, N): batch, prompt, output index
-            idx = self.rows * st[0] + sum(g * s for g, s in zip(grid, st[1:]))
+            idx = (self.rows * st[0] + sum(g * s for g, s in zip(self.grid, st[1:]))).reshape(-1)
             self.index[x.shape] = idx
-        return np.take(x.reshape(-1), idx)
+        return np.take(x.reshape(-1), idx if pos is None else idx[pos])
 
 
 class _StringChunks:
@@ -253,6 +261,7 @@ class _StringChunks:
         return pd.Series(np.concatenate(self.chunks[column]), dtype=self.dtype)
 
 
+_LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "decode_tok_s_total", "e2e_s")
 _ORDER = ("model", "hardware", "unit", "weights", "kv_dtype", "batch", "prompt", "output", "fits", "total_gb",
           "capacity_gb", "ttft_ms", "tpot_ms", "decode_tok_s_total", "e2e_s")
 _COLUMNS = (("batch", int), ("prompt", int), ("output", int), ("fits", bool), ("total_gb", np.float64),
