@@ -152,7 +152,7 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
                 strings.names([d.unit for d in devs], rows.ravel()),
                 _Picker(rows, full))
     o1 = bool(np.any(flat_O <= 1))  # the first decode step's time is read only where output = 1
-    start = 0
+    start, caps = 0, []
     for m, fmt in pairs:
         devs, keep, rows, sd, cap, hw_chunk, unit_chunk, chosen = stacks[fmt.name]
         H = len(keep)
@@ -168,12 +168,9 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
         strings.add("weights", strings.repeat(fmt.name, H * n))
         strings.add("kv_dtype", strings.repeat(kvd, H * n))
         t = {c: table[c][sl].reshape(H, n) for c, _ in _COLUMNS}
-        t["batch"][:] = grid_b
-        t["prompt"][:] = grid_p
-        t["output"][:] = grid_o
         t["fits"][:] = fits
         np.divide(total, GB, out=t["total_gb"])
-        t["capacity_gb"][:] = cap / GB
+        caps.append(cap[:, 0] / GB)
         # latencies only where the configuration fits (the others have none: NaN), on the unit chosen there
         pos = np.flatnonzero(fits)  # rows of this part, device-major
         for c in _LATENCY_COLUMNS:
@@ -192,6 +189,9 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
         table["tpot_ms"][rows_at] = tpot * 1e3
         table["decode_tok_s_total"][rows_at] = Bf / tpot
         table["e2e_s"][rows_at] = ttft + dsum
+    for c, g in (("batch", grid_b), ("prompt", grid_p), ("output", grid_o)):  # every part is H x the grid
+        table[c].reshape(-1, n)[:] = g
+    table["capacity_gb"].reshape(-1, n)[:] = np.concatenate(caps)[:, None]
     table = {**{c: strings.column(c) for c in _STRING_COLUMNS}, **table}
     return pd.DataFrame({c: table[c] for c in _ORDER}, copy=False)
 
@@ -244,9 +244,17 @@ class _StringChunks:
         return np.asarray(names, dtype=object)[codes]
 
     def repeat(self, name: str, count: int):
+        """One name `count` times as one chunk (kept: parts of one length share it)."""
         key = (name, count)
         if key not in self.repeats:
-            self.repeats[key] = self.names([name], np.zeros(count, dtype=np.int64))
+            if self.arrow:  # offsets and bytes laid out directly
+                import pyarrow as pa
+                b = np.frombuffer(name.encode(), dtype=np.uint8)
+                offsets = np.arange(count + 1, dtype=np.int64) * len(b)
+                self.repeats[key] = pa.LargeStringArray.from_buffers(count, pa.py_buffer(offsets),
+                                                                      pa.py_buffer(np.tile(b, count)))
+            else:
+                self.repeats[key] = self.names([name], np.zeros(count, dtype=np.int64))
         return self.repeats[key]
 
     def add(self, column: str, chunk):

@@ -118,3 +118,57 @@ def test_sweep_matches_estimate_with_runtime_profiles():
             if e.memory.fits:
                 assert r.ttft_ms == pytest.approx(e.prefill.latency_ms, rel=1e-9), (runtime, r.hardware)
                 assert r.tpot_ms == pytest.approx(e.decode.latency_ms_per_token, rel=1e-9), (runtime, r.hardware)
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "gemma-3-1b", "gpt-oss-20b", "deepseek-v3.2", "mamba-codestral-7b"])
+def test_closed_form_at_chosen_elements_equals_the_whole_grid(model):
+    """The sweep sums decode's closed form only where a configuration fits, at the unit chosen there
+    (DecodeClosedForm.total(at)); on the same elements it equals the sum over the whole grid bit for bit (global,
+    sliding-window, sparse and SSM-only models; devices stacked as the sweep stacks them)."""
+    import numpy as np
+
+    from planner.architecture import load_model
+    from planner.hardware import load_hardware
+    from planner.latency import decode_closed_form
+    from planner.quantization import weight_format
+    from planner.sweep import _devices_for
+
+    specs = [load_hardware(h) for h in ("h100-sxm", "apple-m2-ultra", "x86-server-cpu", "rtx-4090")]
+    fmt, m = weight_format("fp16"), load_model(model)
+    B = np.array([1.0, 3.0, 64.0]).reshape(3, 1, 1)
+    P = np.array([1.0, 100.0, 5000.0]).reshape(1, 3, 1)
+    O = np.array([1.0, 2.0, 300.0, 4096.0]).reshape(1, 1, 4)
+    devs, keep, rows, sd = _devices_for(fmt, specs, None, "auto", P, O, (3, 3, 4))
+    form = decode_closed_form(m, fmt, "fp16", sd, B, P, O)
+    grid = form.total()
+    assert grid.shape == (len(devs), 3, 3, 4)
+    at = np.nonzero(np.random.default_rng(0).random(grid.shape) < 0.4)
+    assert np.array_equal(form.total(at).view(np.int64), grid[at].view(np.int64))
+
+
+def test_sum_max_affine_arrays_equal_floats_and_the_brute_force_sum():
+    """sum_max_affine on arrays (in place, the run worked out on the pieces' shape) against its float branch, bit for
+    bit, and against adding every term; runs that start, end, cover all or none of the terms, slopes of 0, k = 0."""
+    import numpy as np
+
+    from planner.latency import sum_max_affine
+
+    rng = np.random.default_rng(1)
+    shape = (400,)
+    x0 = rng.choice([0.0, 1.0, 2.5, 1e-9], shape) * rng.random(shape)
+    y0 = rng.choice([0.0, 1.0, 2.5, 1e-9], shape) * rng.random(shape)
+    dx = rng.choice([0.0, 1.0, -1.0, 1e-3], shape) * rng.choice([0.0, 1.0, 0.5], shape)
+    dy = rng.choice([0.0, 1.0, -1.0, 1e-3], shape) * rng.choice([0.0, 1.0, 0.5], shape)
+    k = rng.integers(0, 300, shape).astype(float)
+    got = sum_max_affine(x0, dx, y0, dy, k)
+    for i in range(shape[0]):
+        one = sum_max_affine(float(x0[i]), float(dx[i]), float(y0[i]), float(dy[i]), float(k[i]))
+        assert np.float64(one).view(np.int64) == got[i].view(np.int64), i
+        j = np.arange(k[i])
+        brute = float(np.sum(np.maximum(x0[i] + j * dx[i], y0[i] + j * dy[i])))
+        assert one == pytest.approx(brute, rel=1e-9, abs=1e-12)
+    # broadcast pieces against step counts (the sweep's shapes), and a 0-d call
+    got2 = sum_max_affine(x0[:, None], dx[:, None], y0[:, None], dy[:, None], np.array([[0.0, 5.0, 77.0]]))
+    assert got2.shape == (400, 3) and got2[:, 0].tolist() == [sum_max_affine(*(float(v[i]) for v in (x0, dx, y0, dy)), 0.0)
+                                                             for i in range(400)]
+    assert isinstance(sum_max_affine(*(np.array(v) for v in (1.0, 0.5, 2.0, 0.1, 10.0))), np.float64)
