@@ -110,21 +110,19 @@ def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flas
 @dataclass(frozen=True)
 class DecodeClosedForm:
     """decode_sum_s's closed form on a grid, before the sum is taken. Along axis 0, per operator whose times vary
-    with the context: its compute and memory seconds at x = prompt (C0, M0) and their slopes per token (dC, dM),
-    the steps k over which they are affine, and for local layers the seconds of every later step (wide: max(C, M)
-    at x = W); n = output - 1 steps; what every step costs besides: const (max(C, M) of the operators that do not
+    with the context: its compute and memory seconds C and M at the context columns x = prompt, prompt + 1 (the
+    affine pieces: C0 = C(prompt), dC = C(prompt + 1) - C0, ...) and, for local layers, x = W (every later step
+    costs max(C, M) there); the steps k over which they are affine; n = output - 1 steps; what every step costs besides: const (max(C, M) of the operators that do not
     vary), ovh (per-op overheads) and step_ovh (per-step overhead). Arrays end in a trailing axis of length 1 (the
     context axis, reduced)."""
 
     B: np.ndarray
     P: np.ndarray
     n: np.ndarray
-    C0: np.ndarray
-    dC: np.ndarray
-    M0: np.ndarray
-    dM: np.ndarray
+    C: np.ndarray
+    M: np.ndarray
     k: np.ndarray
-    wide: np.ndarray | None
+    windowed: bool  # C and M have the column x = W
     const: np.ndarray
     ovh: np.ndarray
     step_ovh: float
@@ -135,14 +133,19 @@ class DecodeClosedForm:
         plus n x (const + ovh + step_ovh). On the whole broadcast grid, or only at the grid elements `at` (a tuple of index arrays,
         one per axis of the result, as np.nonzero gives): a 1-D array, the same operations on every element."""
         per_step = self.const + self.ovh + self.step_ovh
+        C, M = self.C, self.M
         if at is None:
-            flat = 0.0 if self.wide is None else (self.n - self.k) * self.wide
-            total = _sum_over_ops(self.C0, self.dC, self.M0, self.dM, self.k, flat) + self.n * per_step
+            C0, M0 = C[..., 0:1], M[..., 0:1]
+            dC, dM = C[..., 1:2] - C0, M[..., 1:2] - M0
+            # (n - k) x max(C, M) at x = W is 0 on the other layers (k = n)
+            flat = (self.n - self.k) * np.maximum(C[..., 2:3], M[..., 2:3]) if self.windowed else 0.0
+            total = _sum_over_ops(C0, dC, M0, dM, self.k, flat) + self.n * per_step
             return np.asarray(total)[..., 0]
-        x0, dx, y0, dy, k = (_at(x, at) for x in (self.C0, self.dC, self.M0, self.dM, self.k))
-        n = _at(self.n[None], at)
-        t = sum_max_affine(x0, dx, y0, dy, k)
-        t += 0.0 if self.wide is None else (n - k) * _at(self.wide, at)
+        C0, M0 = _at(C, at, 0), _at(M, at, 0)
+        dC, dM = _at(C, at, 1) - C0, _at(M, at, 1) - M0
+        k, n = _at(self.k, at), _at(self.n[None], at)
+        t = sum_max_affine(C0, dC, M0, dM, k)
+        t += (n - k) * np.maximum(_at(C, at, 2), _at(M, at, 2)) if self.windowed else 0.0
         return np.sum(t, axis=0) + n[0] * _at(np.asarray(per_step)[None], at)[0]
 
 
@@ -168,20 +171,18 @@ def decode_closed_form(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output
     const, varying = _split_constant(ots)
     ots = [ots[i] for i in varying]
     C, M = _stacked(ots, past.shape)
-    C0, M0 = C[..., 0:1], M[..., 0:1]
-    dC, dM = C[..., 1:2] - C0, M[..., 1:2] - M0
     if W:
         local = np.array([ot.op.name.endswith("_local") for ot in ots]).reshape((-1,) + (1,) * (C.ndim - 1))
         k = np.where(local, np.clip(W - P, 0, n), n)
-        wide = np.maximum(C[..., 2:3], M[..., 2:3])  # (n - k) x wide is 0 on the other layers (k = n)
     else:
-        k, wide = n[None], None
-    return DecodeClosedForm(B, P, n, C0, dC, M0, dM, k, wide, const, ovh, step_ovh, varying)
+        k = n[None]
+    return DecodeClosedForm(B, P, n, C, M, k, bool(W), const, ovh, step_ovh, varying)
 
 
-def _at(x, at):
-    """x[:, at] for an array laid out as (axis 0, grid axes aligned on the right with the index arrays `at`,
-    a trailing axis of length 1), reading axes of length 1 where they are: (len(x), len(at[0]))."""
+def _at(x, at, col=0):
+    """x[:, at, col] for a C-ordered array laid out as (axis 0, grid axes aligned on the right with the index
+    arrays `at`, a trailing axis: the context columns, or 1), reading axes of length 1 where they are:
+    (len(x), len(at[0]))."""
     x = np.asarray(x, dtype=np.float64)
     grid = x.shape[1:-1]
     grid = (1,) * (len(at) - len(grid)) + grid
@@ -190,7 +191,9 @@ def _at(x, at):
         if grid[i] > 1:
             flat += at[i] * stride
         stride *= grid[i]
-    return x.reshape(x.shape[0], -1)[:, flat] if x.shape[0] else np.zeros((0, len(flat)))
+    if not x.shape[0]:
+        return np.zeros((0, len(flat)))
+    return np.take(np.ascontiguousarray(x).reshape(x.shape[0], -1), flat * x.shape[-1] + col, axis=1)
 
 
 def _sum_over_ops(C0, dC, M0, dM, k, flat):
