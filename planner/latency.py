@@ -141,11 +141,14 @@ class DecodeClosedForm:
             flat = (self.n - self.k) * np.maximum(C[..., 2:3], M[..., 2:3]) if self.windowed else 0.0
             total = _sum_over_ops(C0, dC, M0, dM, self.k, flat) + self.n * per_step
             return np.asarray(total)[..., 0]
-        C0, M0 = _at(C, at, 0), _at(M, at, 0)
-        dC, dM = _at(C, at, 1) - C0, _at(M, at, 1) - M0
+        # C and M: (operators, grid..., context columns), C-ordered (_stacked)
+        i = _flat_index(C.shape[1:-1], at) * C.shape[-1]
+        C, M = C.reshape(len(C), C[0].size if len(C) else 0), M.reshape(len(M), M[0].size if len(M) else 0)
+        C0, M0 = np.take(C, i, axis=1), np.take(M, i, axis=1)
+        dC, dM = np.take(C, i + 1, axis=1) - C0, np.take(M, i + 1, axis=1) - M0
         k, n = _at(self.k, at), _at(self.n[None], at)
         t = sum_max_affine(C0, dC, M0, dM, k)
-        t += (n - k) * np.maximum(_at(C, at, 2), _at(M, at, 2)) if self.windowed else 0.0
+        t += (n - k) * np.maximum(np.take(C, i + 2, axis=1), np.take(M, i + 2, axis=1)) if self.windowed else 0.0
         return np.sum(t, axis=0) + n[0] * _at(np.asarray(per_step)[None], at)[0]
 
 
@@ -179,21 +182,24 @@ def decode_closed_form(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output
     return DecodeClosedForm(B, P, n, C, M, k, bool(W), const, ovh, step_ovh, varying)
 
 
-def _at(x, at, col=0):
-    """x[:, at, col] for a C-ordered array laid out as (axis 0, grid axes aligned on the right with the index
-    arrays `at`, a trailing axis: the context columns, or 1), reading axes of length 1 where they are:
-    (len(x), len(at[0]))."""
-    x = np.asarray(x, dtype=np.float64)
-    grid = x.shape[1:-1]
-    grid = (1,) * (len(at) - len(grid)) + grid
+def _flat_index(grid, at):
+    """Flat C-order index into an array of shape `grid` (aligned on the right with the index arrays `at`) of the
+    elements `at`, axes of length 1 read where they are."""
+    grid = (1,) * (len(at) - len(grid)) + tuple(grid)
     flat, stride = np.zeros(len(at[0]), dtype=np.intp), 1
     for i in reversed(range(len(at))):
         if grid[i] > 1:
             flat += at[i] * stride
         stride *= grid[i]
-    if not x.shape[0]:
-        return np.zeros((0, len(flat)))
-    return np.take(np.ascontiguousarray(x).reshape(x.shape[0], -1), flat * x.shape[-1] + col, axis=1)
+    return flat
+
+
+def _at(x, at):
+    """x[:, at] for an array laid out as (axis 0, grid axes aligned on the right with the index arrays `at`, a
+    trailing axis of length 1): (len(x), len(at[0]))."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    flat = _flat_index(x.shape[1:-1], at)
+    return np.take(x.reshape(x.shape[0], -1), flat, axis=1) if x.shape[0] else np.zeros((0, len(flat)))
 
 
 def _sum_over_ops(C0, dC, M0, dM, k, flat):
