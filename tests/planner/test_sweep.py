@@ -172,3 +172,35 @@ def test_sum_max_affine_arrays_equal_floats_and_the_brute_force_sum():
     assert got2.shape == (400, 3) and got2[:, 0].tolist() == [sum_max_affine(*(float(v[i]) for v in (x0, dx, y0, dy)), 0.0)
                                                              for i in range(400)]
     assert isinstance(sum_max_affine(*(np.array(v) for v in (1.0, 0.5, 2.0, 0.1, 10.0))), np.float64)
+
+
+@pytest.mark.parametrize("fmt_name, runtime", [("fp16", None), ("fp8", "trtllm"), ("bf16", "vllm"),
+                                               ("int4-g128", None), ("fp16", "hf-eager")])
+def test_stacked_devices_time_like_each_device_alone(fmt_name, runtime):
+    """time_ops on the sweep's stacked devices (regime curves worked out on the devices they apply to only, the
+    KV-copy term dropped where no device copies) against time_ops on each device alone, every catalog device."""
+    import numpy as np
+
+    from planner.architecture import load_model
+    from planner.hardware import list_hardware_ids, load_hardware
+    from planner.ops import decode_ops, prefill_ops
+    from planner.quantization import weight_format
+    from planner.roofline import time_ops
+    from planner.runtimes import load_runtime
+    from planner.sweep import _devices_for
+
+    specs = [load_hardware(h) for h in list_hardware_ids()]
+    fmt, m = weight_format(fmt_name), load_model("mixtral-8x7b")
+    B = np.array([1.0, 7.0, 300.0]).reshape(3, 1, 1)
+    P = np.array([1.0, 129.0, 4000.0]).reshape(1, 3, 1)
+    O = np.array([2.0, 500.0]).reshape(1, 1, 2)
+    devs, _, _, sd = _devices_for(fmt, specs, load_runtime(runtime) if runtime else None, "auto", P, O, (3, 3, 2))
+    assert devs
+    for ops in (prefill_ops(m, fmt, "fp16", B, P), decode_ops(m, fmt, "fp16", B, P + 1)):
+        stacked = time_ops(ops, sd)
+        for i, d in enumerate(devs):
+            for s, a in zip(stacked, time_ops(ops, d)):
+                for f in ("time_s", "compute_s", "memory_s"):
+                    got = np.asarray(getattr(s, f))[i, 0] if np.ndim(getattr(s, f)) == 5 else getattr(s, f)
+                    want = np.broadcast_to(getattr(a, f), np.shape(got))
+                    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0, err_msg=f"{d.hardware_id} {s.op.name} {f}")
