@@ -142,11 +142,10 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
     table = {c: np.empty(total_rows, dtype=t) for c, t in _COLUMNS}
     strings = _StringChunks()
     grid_b, grid_p, grid_o = (np.broadcast_to(x, full).ravel().astype(int) for x in (B, P, O))
-    for fmt in fmts:
-        devs, keep, rows, sd = stacks[fmt.name]
+    for name, (devs, keep, rows, sd) in list(stacks.items()):  # once per format name (a format may repeat)
         if devs:
             H = len(keep)
-            stacks[fmt.name] += (
+            stacks[name] += (
                 np.array([s.usable_capacity_gb * GB for s in keep])[:, None],  # capacity (H, 1)
                 strings.names([s.id for s in keep], np.repeat(np.arange(H), n)),
                 strings.names([d.unit for d in devs], rows.ravel()),

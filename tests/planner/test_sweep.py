@@ -204,3 +204,13 @@ def test_stacked_devices_time_like_each_device_alone(fmt_name, runtime):
                     got = np.asarray(getattr(s, f))[i, 0] if np.ndim(getattr(s, f)) == 5 else getattr(s, f)
                     want = np.broadcast_to(getattr(a, f), np.shape(got))
                     np.testing.assert_allclose(got, want, rtol=1e-12, atol=0, err_msg=f"{d.hardware_id} {s.op.name} {f}")
+
+
+def test_repeated_models_devices_and_formats_give_repeated_rows():
+    # the fuzzer's case: a format and a device named twice (each gets its rows, as every other grid value does)
+    df = sweep(["mistral-7b", "gemma-2-9b"], ["snapdragon-8-gen3", "snapdragon-8-gen3", "a100-40gb-sxm"],
+               ["nf4", "fp8", "nf4"], [2048, 895], [512], [64, 4096, 32768])
+    per = df.groupby(["model", "weights", "hardware"]).size()
+    assert per[("mistral-7b", "nf4", "snapdragon-8-gen3")] == 4 * 2 * 3  # 2 formats x 2 devices x 6 configurations
+    a = df[(df.model == "mistral-7b") & (df.weights == "nf4") & (df.hardware == "a100-40gb-sxm")]
+    assert len(a) == 12 and a.iloc[:6][["fits", "total_gb"]].equals(a.iloc[6:][["fits", "total_gb"]].set_axis(a.index[:6]))
