@@ -2,6 +2,11 @@
 
 For each (model, format) pair the operator costs are built once over the whole workload grid (numpy arrays), then
 timed against every device at once (device peaks stacked along a leading axis). Same formulas as `estimate`.
+
+Per pair: memory first (need_bytes over the grid, per device); prefill and the decode closed form's pieces on the
+(devices x batch x prompt) grid, only the (device, unit) pairs some configuration picks; the decode sum taken only
+where a configuration fits, at the unit chosen there (latency.DecodeClosedForm.total); the others have no latencies
+(NaN). Numeric columns are written in place into one preallocated array each, string columns are Arrow chunks.
 """
 
 from __future__ import annotations
