@@ -237,7 +237,6 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
     kv_copy = getattr(dev.efficiency, "kv_cache_copy", False)  # a bool, or 0/1 per stacked device
     if kv_copy.__class__ is np.ndarray and not kv_copy.any():  # stacked devices, none of which copies its cache
         kv_copy = False  # op_bytes adds 2 x 0 x the KV read: the same bytes
-    sub = None  # stacked devices: those the regime applies to (below)
     if kernel_peak.__class__ in _PLAIN:  # one device
         applies = kernel_peak > 0
         regime_on = gemm_regime is not None and applies
@@ -247,10 +246,6 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
         regime_on = gemm_regime is not None and bool(np.any(applies))
         kernel_peak = np.where(applies, kernel_peak, 1.0)
         half_gemm = np.where(applies, 0.0, half)
-        # devices stacked along the leading axis only (planner.sweep): the regime is worked out on the devices it
-        # applies to alone and written over the plain times there (np.where's choice, on fewer elements)
-        sub = (np.flatnonzero(applies.reshape(len(applies), -1)[:, 0])
-               if regime_on and applies.ndim and applies.size == len(applies) else None)
     out = []
     for op in ops:
         peak = peaks[op.compute]
@@ -263,12 +258,6 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
         if op.compute == ATTENTION and op.kv_dtype in kv_dq:  # converting cached K/V costs compute time
             peak = peak / (1.0 + kv_dq[op.kv_dtype])
         t, c, m = roofline_time_s(op.flops, op_bytes(op, getattr(dev, "unit_dtypes", None), kv_copy), peak, bw)
-        if weight_gemm and regime_on and sub is not None and np.ndim(c) == np.ndim(m) == applies.ndim \
-                and np.shape(c)[:1] == np.shape(m)[:1] == applies.shape[:1]:  # stacked devices, fewer elements
-            t, c, m = _regime_on_devices(sub, op, c, m, t, rows, gemm_regime, kernel_peak)
-            o = ovh + launch
-            out.append(OpTime(op, op.count * (t + o), op.count * c, op.count * m, op.count * o))
-            continue
         if weight_gemm and regime_on:  # tile padding and the ridge roll-off (planner.regimes)
             t_r, c_r = weight_gemm_time_s(c, m, rows, gemm_regime, np.asarray(op.flops, dtype=np.float64) / kernel_peak,
                                           op.name in GROUPED_GEMM_OPS)
@@ -285,22 +274,6 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
             continue
         out.append(OpTime(op, op.count * (t + ovh), op.count * c, op.count * m, op.count * ovh))
     return out
-
-
-def _regime_on_devices(sub, op, c, m, t, rows, gemm_regime, kernel_peak):
-    """time_ops' regime step for devices stacked along the leading axis, on the devices `sub` it applies to only:
-    the same operations as on every device followed by np.where(applies, regime, plain), on fewer elements."""
-    shape = np.broadcast_shapes(np.shape(t), np.shape(c), np.shape(m))
-    cs, ms = np.broadcast_to(c, shape)[sub], np.broadcast_to(m, shape)[sub]
-    t_r, c_r = weight_gemm_time_s(cs, ms, rows, gemm_regime, np.asarray(op.flops, dtype=np.float64) / kernel_peak[sub],
-                                  op.name in GROUPED_GEMM_OPS)
-    stretch = t_r / np.maximum(np.maximum(c_r, ms), 1e-300)
-    out = []
-    for plain, regime in ((t, t_r), (c, c_r * stretch), (m, ms * stretch)):
-        x = np.array(np.broadcast_to(plain, shape), dtype=np.float64)
-        x[sub] = regime
-        out.append(x)
-    return tuple(out)
 
 
 def _any_positive(x) -> bool:

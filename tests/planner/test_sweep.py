@@ -177,8 +177,8 @@ def test_sum_max_affine_arrays_equal_floats_and_the_brute_force_sum():
 @pytest.mark.parametrize("fmt_name, runtime", [("fp16", None), ("fp8", "trtllm"), ("bf16", "vllm"),
                                                ("int4-g128", None), ("fp16", "hf-eager")])
 def test_stacked_devices_time_like_each_device_alone(fmt_name, runtime):
-    """time_ops on the sweep's stacked devices (regime curves worked out on the devices they apply to only, the
-    KV-copy term dropped where no device copies) against time_ops on each device alone, every catalog device."""
+    """time_ops on the sweep's stacked devices (regime curves on some devices only, the fp8 launch cost, the KV-copy
+    term dropped where no device copies) against time_ops on each device alone, every catalog device."""
     import numpy as np
 
     from planner.architecture import load_model
