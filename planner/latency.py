@@ -15,6 +15,7 @@ functions of the context (constant beyond a local layer's window), and such a su
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -47,16 +48,34 @@ def sum_max_affine(x0, dx, y0, dy, k):
             lo = k
         cnt = max(hi - lo + 1, 0.0)
         return total_y + cnt * d0 + s * (lo + hi) * cnt / 2
+    # arrays: the same operations in the same order (so the same roundings), written in place into two arrays of
+    # the full shape; the run [lo, hi] (integer-valued, exact) is worked out on the pieces' own shape and only
+    # clipped to k on the full one. lo is also clipped to k where the run starts beyond the last term (s > 0): its
+    # count is 0 either way.
     x0, dx, y0, dy, k = (np.asarray(v, dtype=np.float64) for v in (x0, dx, y0, dy, k))
     d0, s = x0 - y0, dx - dy
-    total_y = k * y0 + dy * k * (k - 1) / 2
-    safe = np.where(s != 0, s, 1.0)
-    root = -d0 / safe
-    lo = np.where(s > 0, np.maximum(0.0, np.floor(root) + 1), 0.0)
-    hi = np.where(s < 0, np.minimum(k - 1, np.ceil(root) - 1), k - 1)
-    lo = np.where(s == 0, np.where(d0 > 0, 0.0, k), lo)
-    cnt = np.maximum(hi - lo + 1, 0.0)
-    return total_y + cnt * d0 + s * (lo + hi) * cnt / 2
+    km1 = k - 1
+    shape = np.broadcast_shapes(d0.shape, k.shape)
+    total = np.multiply(k, y0, out=np.empty(shape))  # total_y = k y0 + dy k (k - 1) / 2
+    t = np.multiply(dy, k, out=np.empty(shape))
+    t *= km1
+    t /= 2
+    total += t
+    root = -d0 / np.where(s != 0, s, 1.0)
+    lo = np.where(s > 0, np.maximum(0.0, np.floor(root) + 1), np.where((s == 0) & ~(d0 > 0), np.inf, 0.0))
+    hi = np.minimum(km1, np.where(s < 0, np.ceil(root) - 1, np.inf))
+    lo = np.minimum(lo, k)
+    cnt = np.subtract(hi, lo, out=np.empty(shape))  # cnt = max(hi - lo + 1, 0)
+    cnt += 1
+    np.maximum(cnt, 0.0, out=cnt)
+    np.multiply(cnt, d0, out=t)  # + cnt d0 + s (lo + hi) cnt / 2
+    total += t
+    np.add(lo, hi, out=t)
+    t *= s
+    t *= cnt
+    t /= 2
+    total += t
+    return total if total.ndim else total[()]
 
 
 def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flash_attention=True, samples=32,
@@ -77,47 +96,153 @@ def decode_sum_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flas
         return _decode_sum_sampled(batch, prompt, output, samples, step_s, with_last)
     if _plain(batch, prompt, output) and dev.eff_bandwidth_bytes_s.__class__ is float:
         return _decode_sum_scalar(m, fmt, kv_dtype, dev, batch, prompt, output, flash_attention, with_last, first)
+    form = decode_closed_form(m, fmt, kv_dtype, dev, batch, prompt, output, flash_attention)
+    total = form.total()
+    if not with_last:
+        return total
+    x_last = np.asarray(form.P + np.maximum(form.n - 1, 0))
+    ops_last = decode_ops(m, fmt, kv_dtype, form.B, x_last, flash_attention)
+    C, M = _stacked(time_ops([ops_last[i] for i in form.varying], dev), x_last.shape)
+    last = np.sum(np.maximum(C, M), axis=0) + form.const + form.ovh + form.step_ovh
+    return total, np.asarray(last)[..., 0]
+
+
+@dataclass(frozen=True)
+class DecodeClosedForm:
+    """decode_sum_s's closed form on a grid, before the sum is taken. Along axis 0, per operator whose times vary
+    with the context: its compute and memory seconds C and M at the context columns x = prompt, prompt + 1 (the
+    affine pieces: C0 = C(prompt), dC = C(prompt + 1) - C0, ...) and, for local layers, x = W (every later step
+    costs max(C, M) there); the steps k over which they are affine; n = output - 1 steps; what every step costs besides: const (max(C, M) of the operators that do not
+    vary), ovh (per-op overheads) and step_ovh (per-step overhead). Arrays end in a trailing axis of length 1 (the
+    context axis, reduced)."""
+
+    B: np.ndarray
+    P: np.ndarray
+    n: np.ndarray
+    C: np.ndarray
+    M: np.ndarray
+    k: np.ndarray
+    windowed: bool  # C and M have the column x = W
+    const: np.ndarray
+    ovh: np.ndarray
+    step_ovh: float
+    varying: list  # indices of the varying operators in decode_ops' list
+
+    def total(self, at=None):
+        """Seconds of the n decode steps: sum over operators of sum_max_affine(C0, dC, M0, dM, k) + (n - k) wide,
+        plus n x (const + ovh + step_ovh). On the whole broadcast grid, or only at the grid elements `at` (a tuple of index arrays,
+        one per axis of the result, as np.nonzero gives): a 1-D array, the same operations on every element."""
+        per_step = self.const + self.ovh + self.step_ovh
+        C, M = self.C, self.M
+        if at is None:
+            C0, M0 = C[..., 0:1], M[..., 0:1]
+            dC, dM = C[..., 1:2] - C0, M[..., 1:2] - M0
+            # (n - k) x max(C, M) at x = W is 0 on the other layers (k = n)
+            flat = (self.n - self.k) * np.maximum(C[..., 2:3], M[..., 2:3]) if self.windowed else 0.0
+            total = _sum_over_ops(C0, dC, M0, dM, self.k, flat) + self.n * per_step
+            return np.asarray(total)[..., 0]
+        # C and M: (operators, grid..., context columns), C-ordered (_stacked)
+        i = _flat_index(C.shape[1:-1], at) * C.shape[-1]
+        C, M = C.reshape(len(C), C[0].size if len(C) else 0), M.reshape(len(M), M[0].size if len(M) else 0)
+        C0, M0 = np.take(C, i, axis=1), np.take(M, i, axis=1)
+        dC, dM = np.take(C, i + 1, axis=1) - C0, np.take(M, i + 1, axis=1) - M0
+        k, n = _at(self.k, at), _at(self.n[None], at)
+        t = sum_max_affine(C0, dC, M0, dM, k)
+        t += (n - k) * np.maximum(np.take(C, i + 2, axis=1), np.take(M, i + 2, axis=1)) if self.windowed else 0.0
+        return np.sum(t, axis=0) + n[0] * _at(np.asarray(per_step)[None], at)[0]
+
+
+def decode_closed_form(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output, flash_attention=True):
+    """The pieces of decode_sum_s's closed form over arrays of batch, prompt and output (DecodeClosedForm)."""
     # every term keeps a trailing axis of length 1 (the past axis, reduced), so that device arrays shaped for a
     # trailing axis (the sweep stacks devices as (D, 1, ..., 1)) broadcast the same way as in the step functions
     B = np.asarray(batch, dtype=np.float64)[..., None]
     P = np.asarray(prompt, dtype=np.float64)[..., None]
     n = np.maximum(np.asarray(output, dtype=np.float64) - 1, 0)[..., None]
     W = m.attention_window
-    cols = [P, P + 1, P + np.maximum(n - 1, 0)] + ([np.maximum(P, W)] if W else [])
+    # the contexts the closed form reads off the operators: x = prompt and prompt + 1 (the affine pieces) and
+    # max(prompt, W) (a local layer's constant value); none depends on the output length, so they are evaluated on
+    # the (batch, prompt) grid alone and broadcast against it only in the sum. The last step (past = prompt +
+    # output - 2) is timed only when asked for (decode_sum_s with_last).
+    cols = [P, P + 1] + ([np.maximum(P, W)] if W else [])
     past = np.concatenate(np.broadcast_arrays(*cols), axis=-1)
     ots = time_ops(decode_ops(m, fmt, kv_dtype, B, past, flash_attention), dev)
     step_ovh = dev.efficiency.step_overhead_ms * 1e-3
     ovh = sum(ot.overhead_s for ot in ots)  # count x per-op overhead: independent of the context
     # an operator whose times do not vary along the context columns (weight GEMMs, norms, the LM head, a scan) costs
     # the same max(C, M) on every step: n x that, on its own (small) shape; the rest are summed in closed form
-    const, ots = _split_constant(ots)
-    shape = np.broadcast_shapes(past.shape, *(np.shape(ot.compute_s) for ot in ots), *(np.shape(ot.memory_s) for ot in ots))
-    C = np.stack([np.broadcast_to(np.asarray(ot.compute_s, dtype=np.float64), shape) for ot in ots]) if ots \
-        else np.zeros((0,) + shape)
-    M = np.stack([np.broadcast_to(np.asarray(ot.memory_s, dtype=np.float64), shape) for ot in ots]) if ots \
-        else np.zeros((0,) + shape)
-    C0, M0 = C[..., 0:1], M[..., 0:1]
-    dC, dM = C[..., 1:2] - C0, M[..., 1:2] - M0
+    const, varying = _split_constant(ots)
+    ots = [ots[i] for i in varying]
+    C, M = _stacked(ots, past.shape)
     if W:
         local = np.array([ot.op.name.endswith("_local") for ot in ots]).reshape((-1,) + (1,) * (C.ndim - 1))
         k = np.where(local, np.clip(W - P, 0, n), n)
-        flat = np.where(local, (n - k) * np.maximum(C[..., 3:4], M[..., 3:4]), 0.0)
     else:
-        k, flat = n, 0.0
-    total = np.sum(sum_max_affine(C0, dC, M0, dM, k) + flat, axis=0) + n * (const + ovh + step_ovh)
-    last = np.sum(np.maximum(C[..., 2:3], M[..., 2:3]), axis=0) + const + ovh + step_ovh
-    total, last = np.asarray(total)[..., 0], np.asarray(last)[..., 0]
-    return (total, last) if with_last else total
+        k = n[None]
+    return DecodeClosedForm(B, P, n, C, M, k, bool(W), const, ovh, step_ovh, varying)
+
+
+def _flat_index(grid, at):
+    """Flat C-order index into an array of shape `grid` (aligned on the right with the index arrays `at`) of the
+    elements `at`, axes of length 1 read where they are."""
+    grid = (1,) * (len(at) - len(grid)) + tuple(grid)
+    flat, stride = np.zeros(len(at[0]), dtype=np.intp), 1
+    for i in reversed(range(len(at))):
+        if grid[i] > 1:
+            flat += at[i] * stride
+        stride *= grid[i]
+    return flat
+
+
+def _at(x, at):
+    """x[:, at] for an array laid out as (axis 0, grid axes aligned on the right with the index arrays `at`, a
+    trailing axis of length 1): (len(x), len(at[0]))."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    flat = _flat_index(x.shape[1:-1], at)
+    return np.take(x.reshape(x.shape[0], -1), flat, axis=1) if x.shape[0] else np.zeros((0, len(flat)))
+
+
+def _sum_over_ops(C0, dC, M0, dM, k, flat):
+    """np.sum(sum_max_affine(C0, dC, M0, dM, k) + flat, axis=0), the operators along axis 0.
+
+    numpy runs an elementwise operation as inner loops over the trailing axes its operands share: the pieces (C0,
+    ..., over operator x device x batch x prompt in the sweep) and the step counts k (over prompt x output) share
+    only the last few, so the loops would run a few output lengths at a time. The axes the pieces do not span go
+    first, then those k varies along, and the result is transposed back: the same operations on every element."""
+    xs = [np.asarray(x, dtype=np.float64) for x in (C0, dC, M0, dM, k, flat)]
+    nd = max(x.ndim for x in xs)
+    xs = [x.reshape((1,) * (nd - x.ndim) + x.shape) for x in xs]
+    full = np.broadcast_shapes(*(x.shape for x in xs))
+    piece = np.broadcast_shapes(*(x.shape for x in xs[:4]))
+    steps = np.broadcast_shapes(xs[4].shape, xs[5].shape)
+    first = [i for i in range(1, nd) if piece[i] == 1 and full[i] > 1]
+    then = [i for i in range(1, nd) if i not in first and steps[i] > 1]
+    order = [0] + first + then + [i for i in range(1, nd) if i not in first and i not in then]
+    x0, dx, y0, dy, kk, fl = (x.transpose(order) for x in xs)
+    if then:  # k varies along axes the pieces span too: laid out once in full, so that the loops stay long
+        kk = np.ascontiguousarray(np.broadcast_to(kk, tuple(full[i] for i in order)))
+    t = sum_max_affine(x0, dx, y0, dy, kk)
+    t += fl
+    return np.sum(t, axis=0).transpose(np.argsort(order[1:]))
+
+
+def _stacked(ots, shape):
+    """(compute times, memory times) of the operators stacked along a new leading axis, broadcast to one shape."""
+    shape = np.broadcast_shapes(shape, *(np.shape(ot.compute_s) for ot in ots), *(np.shape(ot.memory_s) for ot in ots))
+    if not ots:
+        return np.zeros((0,) + shape), np.zeros((0,) + shape)
+    return (np.stack([np.broadcast_to(np.asarray(ot.compute_s, dtype=np.float64), shape) for ot in ots]),
+            np.stack([np.broadcast_to(np.asarray(ot.memory_s, dtype=np.float64), shape) for ot in ots]))
 
 
 def _split_constant(ots):
-    """(sum of max(C, M) over the operators whose times have no context axis, the other operators)."""
+    """(sum of max(C, M) over the operators whose times have no context axis, the indices of the other operators)."""
     const, rest = 0.0, []
-    for ot in ots:
+    for i, ot in enumerate(ots):
         if np.shape(ot.compute_s)[-1:] in ((), (1,)) and np.shape(ot.memory_s)[-1:] in ((), (1,)):
             const = const + np.maximum(ot.compute_s, ot.memory_s)
         else:
-            rest.append(ot)
+            rest.append(i)
     return const, rest
 
 

@@ -2,6 +2,11 @@
 
 For each (model, format) pair the operator costs are built once over the whole workload grid (numpy arrays), then
 timed against every device at once (device peaks stacked along a leading axis). Same formulas as `estimate`.
+
+Per pair: memory first (need_bytes over the grid, per device); prefill and the decode closed form's pieces on the
+(devices x batch x prompt) grid, only the (device, unit) pairs some configuration picks; the decode sum taken only
+where a configuration fits, at the unit chosen there (latency.DecodeClosedForm.total); the others have no latencies
+(NaN). Numeric columns are written in place into one preallocated array each, string columns are Arrow chunks.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from .architecture import ModelArch, load_model
 from .efficiency import resolve_efficiency
 from .errors import PlannerError
 from .hardware import HardwareSpec, load_hardware
-from .latency import decode_step_time_s, decode_sum_s, prefill_time_s
+from .latency import decode_closed_form, decode_step_time_s, prefill_time_s
 from .memory import need_bytes, runtime_overhead_bytes
 from .ops import ATTENTION, MATMUL, VECTOR
 from .quantization import kv_dtype as norm_kv, weight_format
@@ -90,7 +95,12 @@ def _devices_for(fmt, specs, prof, efficiency, P, O, full):
         proxy = np.stack([np.broadcast_to(unit_request_proxy_s(spec, u, fmt, P, O), full).ravel() for u in units])
         pick.append(first + np.argmin(proxy, axis=0))
         keep.append(spec)
-    return devs, keep, pick, (_stack(devs) if devs else None)
+    if not devs:
+        return [], [], None, None
+    # time only the (device, unit) pairs some configuration picks (a Mac's CPU cores rarely win anything)
+    used, rows = np.unique(np.stack(pick), return_inverse=True)
+    devs = [devs[i] for i in used]
+    return devs, keep, rows.reshape(len(keep), -1), _stack(devs)
 
 
 def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), outputs=(128,), kv_dtype="fp16",
@@ -123,86 +133,152 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
     O = np.asarray(outputs, dtype=np.float64).reshape(1, 1, no)
     full = (nb, npr, no)
     flat_B, flat_P, flat_O = (np.broadcast_to(x, full).ravel() for x in (B, P, O))
-    parts, names = [], {}  # per (model, format): columns; string -> code
-    stacks = {}  # per format: the stacked devices, kept devices and unit choice (they do not depend on the model)
-    for m, fmt in itertools.product(archs, fmts):
-        if fmt.name not in stacks:
-            stacks[fmt.name] = _devices_for(fmt, specs, prof, efficiency, P, O, full)
-        devs, keep, pick, sd = stacks[fmt.name]
-        if not devs:
-            continue
-        D = len(devs)
-        H = len(keep)
-        n = nb * npr * no
-        cols = np.arange(n)
-        rows = np.stack(pick)  # (H, N) index into devs
-
-        def chosen(x):
-            x = np.asarray(x)
-            if x.ndim == 5:  # (D, 1, batch, prompt, output): drop the spare axis
-                x = x.reshape((x.shape[0],) + x.shape[2:])
-            return np.broadcast_to(x, (D,) + full).reshape(D, -1)[rows, cols]
-        ttft = chosen(prefill_time_s(m, fmt, kvd, sd, B, P, 0, flash_attention))
-        dsum = chosen(decode_sum_s(m, fmt, kvd, sd, B, P, O, flash_attention))
-        d_first = chosen(decode_step_time_s(m, fmt, kvd, sd, B, P, flash_attention))
-        Bf, Pf, Of = flat_B, flat_P, flat_O
-        tpot = np.where(Of > 1, dsum / np.maximum(Of - 1, 1), d_first)
-        need = need_bytes(m, fmt, kvd, Bf, Pf, Of, flash_attention)
-        cap = np.array([s.usable_capacity_gb * GB for s in keep])[:, None]
-        ovh = np.array([runtime_overhead_bytes(s, m, fmt) for s in keep])[:, None]
-        total = need[None, :] + ovh
-        fits = total <= cap
-        devs_unit = [names.setdefault(d.unit, len(names)) for d in devs]
-        parts.append({
-            "model": np.full(H * n, names.setdefault(m.name, len(names))),
-            "hardware": np.repeat([names.setdefault(s.id, len(names)) for s in keep], n),
-            "unit": np.asarray(devs_unit)[rows].ravel(), "weights": np.full(H * n, names.setdefault(fmt.name, len(names))),
-            "kv_dtype": np.full(H * n, names.setdefault(kvd, len(names))),
-            "batch": np.tile(Bf, H).astype(int), "prompt": np.tile(Pf, H).astype(int), "output": np.tile(Of, H).astype(int),
-            "fits": fits.ravel(), "total_gb": (total / GB).ravel(), "capacity_gb": np.repeat(cap[:, 0] / GB, n),
-            "ttft_ms": np.where(fits, ttft * 1e3, np.nan).ravel(),
-            "tpot_ms": np.where(fits, tpot * 1e3, np.nan).ravel(),
-            "decode_tok_s_total": np.where(fits, Bf / tpot, np.nan).ravel(),
-            "e2e_s": np.where(fits, ttft + dsum, np.nan).ravel(),
-        })
-    if not parts:
+    n = nb * npr * no
+    stacks = {f.name: _devices_for(f, specs, prof, efficiency, P, O, full) for f in fmts}  # independent of the model
+    pairs = [(m, fmt) for m, fmt in itertools.product(archs, fmts) if stacks[fmt.name][0]]
+    if not pairs:
         raise PlannerError("sweep: no device in the grid runs any of the formats"
                            + (f" under the {prof.id} runtime profile (it covers: "
                               f"{', '.join(c.key for c in prof.classes)})" if prof is not None else ""))
-    table = {}
-    for col in parts[0]:
-        v = np.concatenate([p[col] for p in parts])
-        table[col] = _strings(list(names), v) if col in _STRING_COLUMNS else v
-    return pd.DataFrame(table, copy=False)
+    # every numeric column is written in place into one preallocated array: part i (a model x format pair) fills
+    # rows [start_i, start_i + H_i x n), device-major, then batch, prompt, output; the string columns are chunks,
+    # one per part (the hardware and unit chunks depend on the format alone, the others are one name repeated)
+    total_rows = sum(len(stacks[fmt.name][1]) * n for _, fmt in pairs)
+    table = {c: np.empty(total_rows, dtype=t) for c, t in _COLUMNS}
+    strings = _StringChunks()
+    grid_b, grid_p, grid_o = (np.broadcast_to(x, full).ravel().astype(int) for x in (B, P, O))
+    for name, (devs, keep, rows, sd) in list(stacks.items()):  # once per format name (a format may repeat)
+        if devs:
+            H = len(keep)
+            stacks[name] += (
+                np.array([s.usable_capacity_gb * GB for s in keep])[:, None],  # capacity (H, 1)
+                strings.names([s.id for s in keep], np.repeat(np.arange(H), n)),
+                strings.names([d.unit for d in devs], rows.ravel()),
+                _Picker(rows, full))
+    o1 = bool(np.any(flat_O <= 1))  # the first decode step's time is read only where output = 1
+    start, caps = 0, []
+    for m, fmt in pairs:
+        devs, keep, rows, sd, cap, hw_chunk, unit_chunk, chosen = stacks[fmt.name]
+        H = len(keep)
+        sl = slice(start, start + H * n)
+        start += H * n
+        need = need_bytes(m, fmt, kvd, flat_B, flat_P, flat_O, flash_attention)
+        ovh = np.array([runtime_overhead_bytes(s, m, fmt) for s in keep])[:, None]
+        total = need[None, :] + ovh
+        fits = total <= cap
+        strings.add("model", strings.repeat(m.name, H * n))
+        strings.add("hardware", hw_chunk)
+        strings.add("unit", unit_chunk)
+        strings.add("weights", strings.repeat(fmt.name, H * n))
+        strings.add("kv_dtype", strings.repeat(kvd, H * n))
+        t = {c: table[c][sl].reshape(H, n) for c, _ in _COLUMNS}
+        t["fits"][:] = fits
+        np.divide(total, GB, out=t["total_gb"])
+        caps.append(cap[:, 0] / GB)
+        # latencies only where the configuration fits (the others have none: NaN), on the unit chosen there
+        pos = np.flatnonzero(fits)  # rows of this part, device-major
+        for c in _LATENCY_COLUMNS:
+            table[c][sl] = np.nan
+        if not pos.size:
+            continue
+        ttft = chosen(prefill_time_s(m, fmt, kvd, sd, B, P, 0, flash_attention), pos)
+        dsum = decode_closed_form(m, fmt, kvd, sd, B, P, O, flash_attention).total(chosen.at(pos))
+        Bf, Of = flat_B[pos % n], flat_O[pos % n]
+        tpot = dsum / np.maximum(Of - 1, 1)
+        if o1:
+            d_first = chosen(decode_step_time_s(m, fmt, kvd, sd, B, P, flash_attention), pos)
+            tpot = np.where(Of > 1, tpot, d_first)
+        rows_at = pos + sl.start
+        table["ttft_ms"][rows_at] = ttft * 1e3
+        table["tpot_ms"][rows_at] = tpot * 1e3
+        table["decode_tok_s_total"][rows_at] = Bf / tpot
+        table["e2e_s"][rows_at] = ttft + dsum
+    for c, g in (("batch", grid_b), ("prompt", grid_p), ("output", grid_o)):  # every part is H x the grid
+        table[c].reshape(-1, n)[:] = g
+    table["capacity_gb"].reshape(-1, n)[:] = np.concatenate(caps)[:, None]
+    table = {**{c: strings.column(c) for c in _STRING_COLUMNS}, **table}
+    return pd.DataFrame({c: table[c] for c in _ORDER}, copy=False)
+
+
+class _Picker:
+    """Per kept device and flat configuration (H x N, device-major), the (device, unit) pair `rows` picks: values
+    read off an array over (D, [1,] batch, prompt, output) (axes of length 1 read where they are, not broadcast;
+    one flat index per input shape, kept), at every row or at the rows `pos` only."""
+
+    def __init__(self, rows, full):
+        self.rows, self.full, self.index = rows, full, {}
+        self.grid = np.indices(full).reshape(len(full), -1)  # (3, N): batch, prompt, output index of each config
+
+    def at(self, pos):
+        """The rows `pos` as a multi-index into (D, batch, prompt, output)."""
+        n = self.grid.shape[1]
+        return (self.rows.reshape(-1)[pos],) + tuple(g[pos % n] for g in self.grid)
+
+    def __call__(self, x, pos=None):
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        x = x.reshape((1,) * (len(self.full) + 1 - x.ndim) + x.shape)  # broadcast from the right, as numpy does
+        if x.ndim == len(self.full) + 2:  # (D, 1, batch, prompt, output): drop the spare axis
+            x = x.reshape((x.shape[0],) + x.shape[2:])
+        idx = self.index.get(x.shape)
+        if idx is None:
+            # element strides of x, 0 along its axes of length 1
+            st = [(int(np.prod(x.shape[i + 1:])) if x.shape[i] > 1 else 0) for i in range(x.ndim)]
+            idx = (self.rows * st[0] + sum(g * s for g, s in zip(self.grid, st[1:]))).reshape(-1)
+            self.index[x.shape] = idx
+        return np.take(x.reshape(-1), idx if pos is None else idx[pos])
+
+
+class _StringChunks:
+    """The string columns as one chunk per part: Arrow arrays (reused where they repeat) when pandas' default
+    string dtype is Arrow-backed, object arrays otherwise; joined once, into pandas' default string column."""
+
+    def __init__(self):
+        import pandas as pd
+
+        self.dtype = pd.Series(["x"]).dtype
+        self.arrow = getattr(self.dtype, "storage", None) == "pyarrow"
+        self.chunks = {c: [] for c in _STRING_COLUMNS}
+        self.repeats = {}
+
+    def names(self, names: list[str], codes: np.ndarray):
+        """names[codes] as one chunk."""
+        if self.arrow:
+            import pyarrow as pa
+            return pa.array(names, type=pa.large_string()).take(pa.array(np.asarray(codes, dtype=np.int64)))
+        return np.asarray(names, dtype=object)[codes]
+
+    def repeat(self, name: str, count: int):
+        """One name `count` times as one chunk (kept: parts of one length share it)."""
+        key = (name, count)
+        if key not in self.repeats:
+            if self.arrow:  # offsets and bytes laid out directly
+                import pyarrow as pa
+                b = np.frombuffer(name.encode(), dtype=np.uint8)
+                offsets = np.arange(count + 1, dtype=np.int64) * len(b)
+                self.repeats[key] = pa.LargeStringArray.from_buffers(count, pa.py_buffer(offsets),
+                                                                      pa.py_buffer(np.tile(b, count)))
+            else:
+                self.repeats[key] = self.names([name], np.zeros(count, dtype=np.int64))
+        return self.repeats[key]
+
+    def add(self, column: str, chunk):
+        self.chunks[column].append(chunk)
+
+    def column(self, column: str):
+        import pandas as pd
+
+        if self.arrow:
+            import pyarrow as pa
+            return pd.Series(pd.array(pa.chunked_array(self.chunks[column], type=pa.large_string()), dtype=self.dtype))
+        return pd.Series(np.concatenate(self.chunks[column]), dtype=self.dtype)
+
+
+_LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "decode_tok_s_total", "e2e_s")
+_ORDER = ("model", "hardware", "unit", "weights", "kv_dtype", "batch", "prompt", "output", "fits", "total_gb",
+          "capacity_gb", "ttft_ms", "tpot_ms", "decode_tok_s_total", "e2e_s")
+_COLUMNS = (("batch", int), ("prompt", int), ("output", int), ("fits", bool), ("total_gb", np.float64),
+            ("capacity_gb", np.float64), ("ttft_ms", np.float64), ("tpot_ms", np.float64),
+            ("decode_tok_s_total", np.float64), ("e2e_s", np.float64))
 
 
 _STRING_COLUMNS = ("model", "hardware", "unit", "weights", "kv_dtype")
-
-
-def _strings(names: list[str], codes: np.ndarray):
-    """pandas' default string column of names[codes]: built from Arrow buffers in numpy (offsets and bytes) when
-    the default string dtype is Arrow-backed, instead of converting millions of Python strings one by one."""
-    import pandas as pd
-
-    dtype = pd.Series(["x"]).dtype
-    if getattr(dtype, "storage", None) != "pyarrow":
-        return pd.Series(np.asarray(names, dtype=object)[codes], dtype=dtype)
-    import pyarrow as pa
-
-    enc = [np.frombuffer(x.encode(), dtype=np.uint8) for x in names]
-    lens = np.array([len(b) for b in enc], dtype=np.int64)
-    starts = np.concatenate(([0], np.flatnonzero(codes[1:] != codes[:-1]) + 1))  # runs of one name
-    run_codes, run_lens = codes[starts], np.diff(np.append(starts, len(codes)))
-    offsets = np.zeros(len(codes) + 1, dtype=np.int64)
-    np.cumsum(np.repeat(lens[run_codes], run_lens), out=offsets[1:])
-    if len(starts) <= 50_000:  # the grid's order keeps names in long runs: one tile of bytes per run
-        data = np.concatenate([np.tile(enc[c], r) for c, r in zip(run_codes.tolist(), run_lens.tolist())])
-    else:  # one padded row of bytes per name, picked per row and unpadded
-        width = max(1, int(lens.max()))
-        mat = np.zeros((len(enc), width), dtype=np.uint8)
-        for i, b in enumerate(enc):
-            mat[i, :len(b)] = b
-        data = mat[codes][np.arange(width) < lens[codes][:, None]]
-    arr = pa.LargeStringArray.from_buffers(len(codes), pa.py_buffer(offsets), pa.py_buffer(data))
-    return pd.Series(pd.array(arr, dtype=dtype))
-

@@ -80,18 +80,28 @@ def test_closed_form_decode_sum_equals_the_step_by_step_sum(model, prompt, outpu
         assert float(last) == pytest.approx(float(steps[-1]), rel=1e-12)
 
 
-def test_string_columns_from_buffers_equal_python_strings():
-    """planner.sweep._strings (Arrow buffers built in numpy) against names[codes] as Python strings, both branches:
-    long runs of one name, and many short runs."""
+def test_string_columns_from_chunks_equal_python_strings():
+    """planner.sweep._StringChunks (Arrow takes, chunks reused across parts) against names[codes] as Python strings,
+    both branches (Arrow-backed and object strings): long runs of one name, many short runs, repeated names."""
     import numpy as np
 
-    from planner.sweep import _strings
+    from planner.sweep import _StringChunks
 
     names = ["llama-2-7b", "a100-40gb-sxm", "gpu", "ü-ñ", "x"]
     rng = np.random.default_rng(0)
-    for codes in (np.repeat(rng.integers(0, 5, 40), 1000), rng.integers(0, 5, 120_000)):
-        got = _strings(names, codes)
-        assert got.tolist() == [names[c] for c in codes]
+    for arrow in (True, False):
+        sc = _StringChunks()
+        sc.arrow = sc.arrow and arrow
+        want = []
+        for codes in (np.repeat(rng.integers(0, 5, 40), 1000), rng.integers(0, 5, 120_000)):
+            sc.add("model", sc.names(names, codes))
+            want += [names[c] for c in codes]
+        for _ in range(2):
+            sc.add("model", sc.repeat("ü-ñ", 7))
+            want += ["ü-ñ"] * 7
+        got = sc.column("model")
+        assert got.dtype == __import__("pandas").Series(["x"]).dtype
+        assert got.tolist() == want
 
 
 def test_sweep_matches_estimate_with_runtime_profiles():
@@ -108,3 +118,99 @@ def test_sweep_matches_estimate_with_runtime_profiles():
             if e.memory.fits:
                 assert r.ttft_ms == pytest.approx(e.prefill.latency_ms, rel=1e-9), (runtime, r.hardware)
                 assert r.tpot_ms == pytest.approx(e.decode.latency_ms_per_token, rel=1e-9), (runtime, r.hardware)
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "gemma-3-1b", "gpt-oss-20b", "deepseek-v3.2", "mamba-codestral-7b"])
+def test_closed_form_at_chosen_elements_equals_the_whole_grid(model):
+    """The sweep sums decode's closed form only where a configuration fits, at the unit chosen there
+    (DecodeClosedForm.total(at)); on the same elements it equals the sum over the whole grid bit for bit (global,
+    sliding-window, sparse and SSM-only models; devices stacked as the sweep stacks them)."""
+    import numpy as np
+
+    from planner.architecture import load_model
+    from planner.hardware import load_hardware
+    from planner.latency import decode_closed_form
+    from planner.quantization import weight_format
+    from planner.sweep import _devices_for
+
+    specs = [load_hardware(h) for h in ("h100-sxm", "apple-m2-ultra", "x86-server-cpu", "rtx-4090")]
+    fmt, m = weight_format("fp16"), load_model(model)
+    B = np.array([1.0, 3.0, 64.0]).reshape(3, 1, 1)
+    P = np.array([1.0, 100.0, 5000.0]).reshape(1, 3, 1)
+    O = np.array([1.0, 2.0, 300.0, 4096.0]).reshape(1, 1, 4)
+    devs, keep, rows, sd = _devices_for(fmt, specs, None, "auto", P, O, (3, 3, 4))
+    form = decode_closed_form(m, fmt, "fp16", sd, B, P, O)
+    grid = form.total()
+    assert grid.shape == (len(devs), 3, 3, 4)
+    at = np.nonzero(np.random.default_rng(0).random(grid.shape) < 0.4)
+    assert np.array_equal(form.total(at).view(np.int64), grid[at].view(np.int64))
+
+
+def test_sum_max_affine_arrays_equal_floats_and_the_brute_force_sum():
+    """sum_max_affine on arrays (in place, the run worked out on the pieces' shape) against its float branch, bit for
+    bit, and against adding every term; runs that start, end, cover all or none of the terms, slopes of 0, k = 0."""
+    import numpy as np
+
+    from planner.latency import sum_max_affine
+
+    rng = np.random.default_rng(1)
+    shape = (400,)
+    x0 = rng.choice([0.0, 1.0, 2.5, 1e-9], shape) * rng.random(shape)
+    y0 = rng.choice([0.0, 1.0, 2.5, 1e-9], shape) * rng.random(shape)
+    dx = rng.choice([0.0, 1.0, -1.0, 1e-3], shape) * rng.choice([0.0, 1.0, 0.5], shape)
+    dy = rng.choice([0.0, 1.0, -1.0, 1e-3], shape) * rng.choice([0.0, 1.0, 0.5], shape)
+    k = rng.integers(0, 300, shape).astype(float)
+    got = sum_max_affine(x0, dx, y0, dy, k)
+    for i in range(shape[0]):
+        one = sum_max_affine(float(x0[i]), float(dx[i]), float(y0[i]), float(dy[i]), float(k[i]))
+        assert np.float64(one).view(np.int64) == got[i].view(np.int64), i
+        j = np.arange(k[i])
+        brute = float(np.sum(np.maximum(x0[i] + j * dx[i], y0[i] + j * dy[i])))
+        assert one == pytest.approx(brute, rel=1e-9, abs=1e-12)
+    # broadcast pieces against step counts (the sweep's shapes), and a 0-d call
+    got2 = sum_max_affine(x0[:, None], dx[:, None], y0[:, None], dy[:, None], np.array([[0.0, 5.0, 77.0]]))
+    assert got2.shape == (400, 3) and got2[:, 0].tolist() == [sum_max_affine(*(float(v[i]) for v in (x0, dx, y0, dy)), 0.0)
+                                                             for i in range(400)]
+    assert isinstance(sum_max_affine(*(np.array(v) for v in (1.0, 0.5, 2.0, 0.1, 10.0))), np.float64)
+
+
+@pytest.mark.parametrize("fmt_name, runtime", [("fp16", None), ("fp8", "trtllm"), ("bf16", "vllm"),
+                                               ("int4-g128", None), ("fp16", "hf-eager")])
+def test_stacked_devices_time_like_each_device_alone(fmt_name, runtime):
+    """time_ops on the sweep's stacked devices (regime curves on some devices only, the fp8 launch cost, the KV-copy
+    term dropped where no device copies) against time_ops on each device alone, every catalog device."""
+    import numpy as np
+
+    from planner.architecture import load_model
+    from planner.hardware import list_hardware_ids, load_hardware
+    from planner.ops import decode_ops, prefill_ops
+    from planner.quantization import weight_format
+    from planner.roofline import time_ops
+    from planner.runtimes import load_runtime
+    from planner.sweep import _devices_for
+
+    specs = [load_hardware(h) for h in list_hardware_ids()]
+    fmt, m = weight_format(fmt_name), load_model("mixtral-8x7b")
+    B = np.array([1.0, 7.0, 300.0]).reshape(3, 1, 1)
+    P = np.array([1.0, 129.0, 4000.0]).reshape(1, 3, 1)
+    O = np.array([2.0, 500.0]).reshape(1, 1, 2)
+    devs, _, _, sd = _devices_for(fmt, specs, load_runtime(runtime) if runtime else None, "auto", P, O, (3, 3, 2))
+    assert devs
+    for ops in (prefill_ops(m, fmt, "fp16", B, P), decode_ops(m, fmt, "fp16", B, P + 1)):
+        stacked = time_ops(ops, sd)
+        for i, d in enumerate(devs):
+            for s, a in zip(stacked, time_ops(ops, d)):
+                for f in ("time_s", "compute_s", "memory_s"):
+                    got = np.asarray(getattr(s, f))[i, 0] if np.ndim(getattr(s, f)) == 5 else getattr(s, f)
+                    want = np.broadcast_to(getattr(a, f), np.shape(got))
+                    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0, err_msg=f"{d.hardware_id} {s.op.name} {f}")
+
+
+def test_repeated_models_devices_and_formats_give_repeated_rows():
+    # the fuzzer's case: a format and a device named twice (each gets its rows, as every other grid value does)
+    df = sweep(["mistral-7b", "gemma-2-9b"], ["snapdragon-8-gen3", "snapdragon-8-gen3", "a100-40gb-sxm"],
+               ["nf4", "fp8", "nf4"], [2048, 895], [512], [64, 4096, 32768])
+    per = df.groupby(["model", "weights", "hardware"]).size()
+    assert per[("mistral-7b", "nf4", "snapdragon-8-gen3")] == 4 * 2 * 3  # 2 formats x 2 devices x 6 configurations
+    a = df[(df.model == "mistral-7b") & (df.weights == "nf4") & (df.hardware == "a100-40gb-sxm")]
+    assert len(a) == 12 and a.iloc[:6][["fits", "total_gb"]].equals(a.iloc[6:][["fits", "total_gb"]].set_axis(a.index[:6]))
