@@ -364,6 +364,11 @@ def efficiency_defaults() -> _EfficiencyDefaults:
 
 def default_efficiency(spec: HardwareSpec, unit: ComputeUnit) -> Efficiency:
     """The device's own override if its spec has one, else the documented default for the unit's kind."""
+    from .catalog_index import by_identity
+    return by_identity("default_efficiency", (spec, unit), lambda: _default_efficiency(spec, unit))
+
+
+def _default_efficiency(spec: HardwareSpec, unit: ComputeUnit) -> Efficiency:
     if spec.efficiency is not None:
         eff = spec.efficiency
         return eff if eff.source else eff.model_copy(update={"source": f"hardware spec {spec.id}"})

@@ -22,7 +22,7 @@ from .errors import PlannerError
 from .hardware import ComputeUnit, Efficiency, HardwareSpec, default_efficiency
 from .ops import ATTENTION, MATMUL, VECTOR, OpCost
 from .quantization import WeightFormat
-from .regimes import (GROUPED_GEMM_OPS, GemmRegime, gemm_regime_for, kv_read_factor, matmul_preferences,
+from .regimes import (GROUPED_GEMM_OPS, GemmRegime, fmax, gemm_regime_for, kv_read_factor, matmul_preferences,
                       weight_gemm_time_s)
 from .units import GB, TERA, US
 
@@ -75,7 +75,8 @@ def unit_request_proxy_s(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightForma
 
 
 def capable_units(spec: HardwareSpec, fmt: WeightFormat) -> list[ComputeUnit]:
-    return [u for u in spec.units if unit_supports(u, fmt)]
+    from .catalog_index import by_identity
+    return list(by_identity("capable_units", (spec, fmt), lambda: [u for u in spec.units if unit_supports(u, fmt)]))
 
 
 def select_unit(spec: HardwareSpec, fmt: WeightFormat, name: str | None = None, prompt=512,
@@ -93,6 +94,8 @@ def select_unit(spec: HardwareSpec, fmt: WeightFormat, name: str | None = None, 
     able = capable_units(spec, fmt)
     if not able:
         raise PlannerError(f"--weights: no compute unit of {spec.id} runs format {fmt.name}")
+    if len(able) == 1:  # (what min() returns for one unit)
+        return able[0]
     return min(able, key=lambda u: float(unit_request_proxy_s(spec, u, fmt, prompt, output)))
 
 
@@ -133,6 +136,12 @@ class DeviceModel:
 
 
 def device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff: Efficiency) -> DeviceModel:
+    """The device model of a unit for a weight format under an efficiency set (built once per set of objects)."""
+    from .catalog_index import by_identity
+    return by_identity("device_model", (spec, unit, fmt, eff), lambda: _device_model(spec, unit, fmt, eff))
+
+
+def _device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff: Efficiency) -> DeviceModel:
     dtypes = {MATMUL: matmul_dtype(unit, fmt)}
     first = fmt.compute_dtypes[0]
     act_pref = ((first,) if first in ("fp32", "fp16", "bf16") else ()) + _CLASS_DTYPES[ATTENTION]
@@ -257,11 +266,13 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
             peak = peak / (1.0 + kv_dq[op.kv_dtype])
         t, c, m = roofline_time_s(op.flops, op_bytes(op, getattr(dev, "unit_dtypes", None), kv_copy), peak, bw)
         if weight_gemm and regime_on:  # tile padding and the ridge roll-off (planner.regimes)
-            t_r, c_r = weight_gemm_time_s(c, m, rows, gemm_regime, np.asarray(op.flops, dtype=np.float64) / kernel_peak,
-                                          op.name in GROUPED_GEMM_OPS)
+            kernel_c = (op.flops / kernel_peak if op.flops.__class__ is float and kernel_peak.__class__ is float
+                        else np.asarray(op.flops, dtype=np.float64) / kernel_peak)
+            t_r, c_r = weight_gemm_time_s(c, m, rows, gemm_regime, kernel_c, op.name in GROUPED_GEMM_OPS)
             # both parts scaled by t / max(c, m): max(compute_s, memory_s) = time (latency.decode_sum_s sums the
             # max of the two), their ratio (the bound) unchanged
-            stretch = t_r / np.maximum(np.maximum(c_r, m), 1e-300)
+            stretch = t_r / (fmax(fmax(c_r, m), 1e-300) if c_r.__class__ is float and m.__class__ is float
+                             else np.maximum(np.maximum(c_r, m), 1e-300))
             if applies is True:
                 t, c, m = t_r, c_r * stretch, m * stretch
             else:
@@ -296,13 +307,18 @@ def step_time_s(op_times: list[OpTime], dev: DeviceModel):
     return sum(ot.time_s for ot in op_times) + dev.efficiency.step_overhead_ms * 1e-3
 
 
+def _flt(x):
+    """float(x), x itself when it is a float already (what float() returns then; a replay stand-in passes through)."""
+    return x if x.__class__ is float else float(x)
+
+
 def step_bound(op_times: list[OpTime]):
     """What the step's time goes to: 'compute' or 'memory' (time of ops limited by each), or 'overhead'."""
     if all(ot.compute_s.__class__ in _PLAIN and ot.memory_s.__class__ in _PLAIN
            or np.ndim(ot.compute_s) == 0 and np.ndim(ot.memory_s) == 0 for ot in op_times):  # one configuration
-        comp = sum(float(ot.compute_s) for ot in op_times if ot.compute_s > ot.memory_s)
-        mem = sum(float(ot.memory_s) for ot in op_times if not ot.compute_s > ot.memory_s)
-        ovh = sum(float(ot.overhead_s) for ot in op_times)
+        comp = sum(_flt(ot.compute_s) for ot in op_times if ot.compute_s > ot.memory_s)
+        mem = sum(_flt(ot.memory_s) for ot in op_times if not ot.compute_s > ot.memory_s)
+        ovh = sum(_flt(ot.overhead_s) for ot in op_times)
         return "overhead" if ovh > comp and ovh > mem else ("compute" if comp > mem else "memory")
     comp = sum(np.where(ot.compute_s > ot.memory_s, ot.compute_s, 0.0) for ot in op_times)
     mem = sum(np.where(ot.compute_s > ot.memory_s, 0.0, ot.memory_s) for ot in op_times)

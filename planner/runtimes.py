@@ -118,7 +118,9 @@ class RuntimeProfile(_Frozen):
 
 
 def runtime_paths() -> dict[str, Path]:
-    return {p.stem: p for p in sorted(RUNTIMES_DIR.glob("*.yaml"))}
+    """id -> path of hardware_specs/runtimes/*.yaml (the folder listed again only when it changes)."""
+    from .catalog_index import folder_index
+    return dict(folder_index(RUNTIMES_DIR))
 
 
 def list_runtime_ids() -> list[str]:

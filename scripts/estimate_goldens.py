@@ -2,7 +2,10 @@
 broad set of configurations: the regression net for work that must not change any answer (speed work).
 
     python scripts/estimate_goldens.py dump    OUT.json [--cli N]   # N CLI runs (default 30) besides the API ones
-    python scripts/estimate_goldens.py compare OUT.json [--cli N]   # exit 1 on any difference
+    python scripts/estimate_goldens.py compare OUT.json [--cli N] [--passes P]   # exit 1 on any difference
+
+--passes P runs the API configurations P times in one process (default 3), each pass compared: the second and
+later calls of a configuration take the paths a loop of estimates takes (caches, replays).
 
 Every number is compared exactly first; a float that differs is reported with its relative difference, and the
 comparison fails beyond 1e-12 relative. Errors (PlannerError messages) are part of the answer too.
@@ -143,13 +146,16 @@ def main() -> int:
         return 0
     ref = json.loads(path.read_text())
     diffs, exact_bytes = [], 0
-    for i, (a, b) in enumerate(zip(ref["api"], now["api"])):
-        _diff(a, b, f"api[{i}]", diffs)
+    passes = int(sys.argv[sys.argv.index("--passes") + 1]) if "--passes" in sys.argv else 3
+    for k in range(passes):
+        again = now["api"] if k == 0 else run_api(cfgs)
+        for i, (a, b) in enumerate(zip(ref["api"], again)):
+            _diff(a, b, f"pass{k}.api[{i}]", diffs)
     for i, (a, b) in enumerate(zip(ref["cli"], now["cli"])):
         exact_bytes += a == b
         _diff(_cli_parsed(a), _cli_parsed(b), f"cli[{i}]", diffs)
     worst = max((d[0] for d in diffs), default=0.0)
-    print(f"{len(cfgs)} API configurations, {len(clis)} CLI runs ({exact_bytes} byte-identical): "
+    print(f"{len(cfgs)} API configurations x {passes} passes, {len(clis)} CLI runs ({exact_bytes} byte-identical): "
           f"{len(diffs)} differing values, worst relative {worst:.3g}")
     for d in sorted(diffs, key=lambda d: -d[0])[:15]:
         print("  ", d)

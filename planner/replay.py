@@ -1,0 +1,239 @@
+"""Straight-line replay of the scalar path: the same float operations, without the Python around them.
+
+The one-configuration path of the cost model (planner.ops -> planner.roofline -> planner.latency on plain floats)
+spends most of its time in the machinery around the arithmetic: building ~20 OpCost records per step, attribute
+look-ups, dispatch on the number type. For a fixed (model, format, KV dtype, device model) that machinery does the
+same thing on every call; only the workload numbers (batch, prompt, output) change. So `traced(fn, static, n)`
+runs `fn(*static, x0, ..., x{n-1})` once with stand-ins for the workload numbers that record every float
+operation done on them (and every comparison whose outcome steered the code: a *guard*), and compiles the record to
+one Python function of the n numbers:
+
+    t1 = a0 * a1
+    if not (t1 >= t2): return None      # a guard: the reference took the other branch here
+    ...
+    return (t7, 'compute', t9)
+
+Replayed on new numbers it performs exactly the float operations the reference performs on them, in the same
+order (so it returns the same floats, bit for bit), as long as every comparison comes out as it did when
+recorded; if one does not, it returns None and the caller runs the reference (and may record that branch too).
+Nothing is computed here that the reference does not compute: the physics stays in planner.ops / roofline /
+latency, one copy (tests/planner/test_replay.py checks replays against the reference on random configurations).
+
+A stand-in claims its value's class (`x.__class__ is float` holds, so the reference's scalar branches run), and
+refuses what it cannot record (float(), int(), hashing, formatting, numpy conversion): a function that needs those
+is not traceable, and the caller keeps the reference.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+
+__all__ = ["Untraceable", "traced"]
+
+
+class Untraceable(TypeError):
+    """The traced function did something with a stand-in that cannot be recorded as float arithmetic."""
+
+
+class _Tape:
+    def __init__(self):
+        self.lines: list[str] = []
+        self.memo: dict[str, _T] = {}      # expression -> its stand-in (the same expression is computed once)
+        self.guards: set[str] = set()
+        self.consts: dict[int, tuple[str, object]] = {}
+        self.n = 0
+
+    def lit(self, c) -> str:
+        k = c.__class__
+        if k is int or k is bool or (k is float and math.isfinite(c)):
+            return f"({c!r})"
+        hit = self.consts.get(id(c))
+        if hit is None:
+            hit = self.consts[id(c)] = (f"k{len(self.consts)}", c)
+        return hit[0]
+
+    def ref(self, x) -> str:
+        return x.e if type(x) is _T else self.lit(x)
+
+    def emit(self, v, expr: str) -> _T:
+        hit = self.memo.get(expr)
+        if hit is not None:
+            return hit
+        self.n += 1
+        name = f"t{self.n}"
+        self.lines.append(f"{name} = {expr}")
+        t = self.memo[expr] = _T(v, name)
+        return t
+
+    def guard(self, cond: str, outcome: bool) -> None:
+        line = f"if {'not ' if outcome else ''}({cond}): return None"
+        if line not in self.guards:
+            self.guards.add(line)
+            self.lines.append(line)
+
+
+_TAPE: _Tape | None = None
+
+
+def _binary(fn, sym):
+    def op(a, b):
+        if type(b) is not _T and not _number(b):
+            return NotImplemented
+        v = fn(a.v, b.v if type(b) is _T else b)
+        return _TAPE.emit(v, f"{a.e} {sym} {_TAPE.ref(b)}")
+
+    def rop(a, b):
+        if not _number(b):
+            return NotImplemented
+        v = fn(b, a.v)
+        return _TAPE.emit(v, f"{_TAPE.lit(b)} {sym} {a.e}")
+
+    return op, rop
+
+
+def _compare(fn, sym):
+    def op(a, b):
+        if type(b) is not _T and not _number(b):
+            return NotImplemented
+        r = fn(a.v, b.v if type(b) is _T else b)
+        if r.__class__ is not bool:
+            raise Untraceable(f"comparison gave {type(r).__name__}")
+        _TAPE.guard(f"{a.e} {sym} {_TAPE.ref(b)}", r)
+        return r
+
+    return op
+
+
+def _number(x) -> bool:
+    return x.__class__ in (float, int, bool)
+
+
+def _refuse(name):
+    def f(self, *a, **k):
+        raise Untraceable(f"{name}() of a traced number")
+    return f
+
+
+class _T:
+    """A stand-in for a float (or int) that records the operations done on it; v is the concrete value."""
+
+    __slots__ = ("v", "e")
+    __array_ufunc__ = None  # numpy hands arithmetic with a stand-in back to it, then refuses conversions
+
+    def __init__(self, v, e):
+        self.v, self.e = v, e
+
+    @property
+    def __class__(self):  # the reference's scalar branches test `x.__class__ is float`
+        return self.v.__class__
+
+    __add__, __radd__ = _binary(operator.add, "+")
+    __sub__, __rsub__ = _binary(operator.sub, "-")
+    __mul__, __rmul__ = _binary(operator.mul, "*")
+    __truediv__, __rtruediv__ = _binary(operator.truediv, "/")
+    __floordiv__, __rfloordiv__ = _binary(operator.floordiv, "//")
+    __mod__, __rmod__ = _binary(operator.mod, "%")
+    __pow__, __rpow__ = _binary(operator.pow, "**")
+    __lt__ = _compare(operator.lt, "<")
+    __le__ = _compare(operator.le, "<=")
+    __gt__ = _compare(operator.gt, ">")
+    __ge__ = _compare(operator.ge, ">=")
+    __eq__ = _compare(operator.eq, "==")
+    __ne__ = _compare(operator.ne, "!=")
+
+    def __neg__(self):
+        return _TAPE.emit(-self.v, f"-{self.e}")
+
+    def __pos__(self):
+        return _TAPE.emit(+self.v, f"+{self.e}")
+
+    def __abs__(self):
+        return _TAPE.emit(abs(self.v), f"abs({self.e})")
+
+    def __floor__(self):
+        return _TAPE.emit(math.floor(self.v), f"_floor({self.e})")
+
+    def __ceil__(self):
+        return _TAPE.emit(math.ceil(self.v), f"_ceil({self.e})")
+
+    def __bool__(self):
+        r = bool(self.v)
+        _TAPE.guard(self.e, r)
+        return r
+
+    __float__ = _refuse("float")
+    __int__ = _refuse("int")
+    __index__ = _refuse("index")
+    __round__ = _refuse("round")
+    __trunc__ = _refuse("trunc")
+    __hash__ = _refuse("hash")
+    __format__ = _refuse("format")
+    __str__ = _refuse("str")
+    __repr__ = _refuse("repr")
+    __array__ = _refuse("numpy.asarray")
+    __len__ = _refuse("len")
+    __iter__ = _refuse("iter")
+
+
+_NAME = re.compile(r"\b[tk]\d+\b")
+_MAY_RAISE = re.compile(r" (/|//|%|\*\*) |_floor|_ceil")
+
+
+def _out_expr(tape: _Tape, x) -> str:
+    if type(x) is _T:
+        return x.e
+    if isinstance(x, tuple):
+        return "(" + "".join(_out_expr(tape, y) + ", " for y in x) + ")"
+    if isinstance(x, list):
+        return "[" + ", ".join(_out_expr(tape, y) for y in x) + "]"
+    return tape.lit(x)
+
+
+def traced(fn, static: tuple, args: tuple):
+    """(fn(*static, *args), replay) where replay(*args') returns fn(*static, *args') or None (a guard failed).
+
+    args are the workload numbers (floats); the static arguments are bound into the replay. Raises Untraceable when
+    fn does something a stand-in refuses (the result is then not returned: the caller runs fn itself); any other
+    exception of fn propagates as it would from fn."""
+    global _TAPE
+    tape = _Tape()
+    _TAPE = tape
+    try:
+        xs = tuple(_T(a, f"a{i}") for i, a in enumerate(args))
+        out = fn(*static, *xs)
+        ret = _out_expr(tape, out)
+    finally:
+        _TAPE = None
+    value = _concrete(out)
+    # dead code: keep what the result and the guards read
+    live = set(_NAME.findall(ret))
+    kept = []
+    for line in reversed(tape.lines):
+        if line.startswith("if "):
+            kept.append(line)
+            live.update(_NAME.findall(line))
+            continue
+        name, expr = line.split(" = ", 1)
+        if name in live or _MAY_RAISE.search(expr):  # (a division by zero raises in the replay as in fn)
+            kept.append(line)
+            live.update(_NAME.findall(expr))
+    params = ", ".join(f"a{i}" for i in range(len(args)))
+    body = "".join(f"    {line}\n" for line in reversed(kept))
+    src = f"def replay({params}):\n{body}    return {ret}\n"
+    ns = {"_floor": math.floor, "_ceil": math.ceil, **{k: c for k, c in tape.consts.values()}}
+    exec(compile(src, f"<replay of {getattr(fn, '__qualname__', fn)}>", "exec"), ns)
+    replay = ns["replay"]
+    replay.source = src
+    return value, replay
+
+
+def _concrete(x):
+    if type(x) is _T:
+        return x.v
+    if isinstance(x, tuple):
+        return tuple(_concrete(y) for y in x)
+    if isinstance(x, list):
+        return [_concrete(y) for y in x]
+    return x
