@@ -15,15 +15,17 @@ from functools import cached_property, partial
 from pydantic import BaseModel, ConfigDict, PrivateAttr, computed_field
 
 from .architecture import ModelArch, load_model
-from .efficiency import efficiency_origin, resolve_efficiency
+from .efficiency import resolve_with_origin
 from .errors import PlannerError
 from .hardware import Efficiency, HardwareSpec, load_hardware
 from .latency import decode_sum_s, point_latency_fast, stage_op_times
 from .memory import DEFAULT_SETTINGS, EngineSettings, max_batch, max_context, plan_memory
-from .ops import (decode_ops, kv_bytes_per_sequence, kv_bytes_per_token, kv_bytes_per_token_per_layer, prefill_ops, totals,
+from .model_files import resolve_weights
+from .ops import (MATMUL, decode_ops, kv_bytes_per_sequence, kv_bytes_per_token, kv_bytes_per_token_per_layer, prefill_ops, totals,
                   weights_source)
 from .quantization import WeightFormat, kv_dtype as norm_kv_dtype
 from .roofline import DeviceModel, OpTime, device_model, select_unit, step_bound, step_time_s, time_ops
+from .runtimes import default_interval_class, interval_regime
 from .units import GB, MAX_COUNT
 
 
@@ -56,20 +58,50 @@ def _coercion(annotation):
     return (lambda v: None if v is None else conv(v)) if opt else conv
 
 
-_COERCE: dict[type, dict] = {}
+_LAYOUT: dict[type, tuple] = {}
+_MISSING = object()
 
 
-def _out(cls, **fields):
-    """cls.model_construct(**fields) with validation's coercions (tests/planner/test_replay.py checks that
-    validating the result's dump gives it back)."""
-    co = _COERCE.get(cls)
-    if co is None:
-        co = _COERCE[cls] = {n: c for n, f in cls.model_fields.items() if (c := _coercion(f.annotation)) is not None}
-    for k, v in fields.items():
-        c = co.get(k)
-        if c is not None:
-            fields[k] = c(v)
-    return cls.model_construct(**fields)
+def _layout(cls):
+    """(field name -> (coercion or None, default, whether the default is copied), private defaults) of a report."""
+    # no post-init of its own (pydantic's, which sets the private defaults, is done below)
+    assert all(getattr(vars(k)["model_post_init"], "__name__", "") == "init_private_attributes"
+               for k in cls.__mro__ if k is not BaseModel and "model_post_init" in vars(k)), cls
+    assert not cls.__pydantic_root_model__
+    fields = {}
+    for n, f in cls.model_fields.items():
+        default = f.get_default(call_default_factory=False) if not f.is_required() else _MISSING
+        fields[n] = (_coercion(f.annotation), default, isinstance(default, (dict, list, set)))
+    private = {n: p.get_default() for n, p in (cls.__private_attributes__ or {}).items()}
+    return fields, private
+
+
+def _out(cls, **values):
+    """What cls.model_construct(**values) builds, with the coercions validation makes (tests/planner/
+    test_replay.py checks it against cls(**values)), without pydantic's per-field machinery. Outputs only: inputs
+    are validated where they enter."""
+    lay = _LAYOUT.get(cls)
+    if lay is None:
+        lay = _LAYOUT[cls] = _layout(cls)
+    fields, private = lay
+    d = {}
+    for n, (conv, default, copy) in fields.items():
+        v = values.get(n, _MISSING)
+        if v is _MISSING:
+            if default is _MISSING:
+                raise TypeError(f"{cls.__name__}: missing {n}")
+            d[n] = default.copy() if copy else default
+        else:
+            d[n] = v if conv is None else conv(v)
+    if len(values) > len(d) or not values.keys() <= d.keys():
+        raise TypeError(f"{cls.__name__}: unknown fields {sorted(set(values) - set(d))}")
+    m = cls.__new__(cls)
+    _set = object.__setattr__
+    _set(m, "__dict__", d)
+    _set(m, "__pydantic_fields_set__", set(values))
+    _set(m, "__pydantic_extra__", None)
+    _set(m, "__pydantic_private__", dict(private) if private else None)
+    return m
 
 
 class OpReport(_Out):
@@ -319,7 +351,6 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         raise PlannerError(f"--tp: must be an integer >= 1, got {tp!r}")
     m = model if isinstance(model, ModelArch) else load_model(model)
     spec = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
-    from .model_files import resolve_weights
     fmt: WeightFormat = resolve_weights(m, weights)  # None: the model file's own format, else fp16
     kvd = norm_kv_dtype(kv_dtype)
     prof = None
@@ -329,7 +360,7 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         if unit is None:
             unit = prof.default_unit(spec)
     u = select_unit(spec, fmt, unit, prompt, output)
-    eff = resolve_efficiency(spec, u, efficiency, prof)
+    eff, origin = resolve_with_origin(spec, u, efficiency, prof)
     dev: DeviceModel = device_model(spec, u, fmt, eff)
     warnings: list[str] = []
     if (unpublished := spec.unpublished_warning(u)) is not None:  # figures the vendor does not print
@@ -439,15 +470,12 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
 
     # p10-p90 intervals of the runtime profile (or of the kind defaults), when one applies: each report is built
     # once with them
-    origin = efficiency_origin(spec, u, efficiency, prof)
     pc = ip = idd = None
     if fits and origin == "runtime":
         pc = prof.for_unit(spec, u)
     elif fits and origin == "default":
-        from .runtimes import default_interval_class
         pc = default_interval_class()  # ranges of the kind defaults against published measurements
     if pc is not None:
-        from .runtimes import interval_regime
         xp = {"moe": m.moe is not None, "multi_gpu": tp > 1, "traits": m.traits}  # widened outside the fit
         ip, idd = interval_regime(pc, "prefill", batch, **xp), interval_regime(pc, "decode", batch, **xp)
     p_iv = d_iv = e_iv = {}
@@ -473,7 +501,6 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         kv_bytes_per_step=float(d_kvbytes), **d_iv).with_op_times(d_times)
     e2e_r = _out(EndToEndReport, latency_s=ok(e2e), ttft_ms=ok(ttft_s * 1e3), tpot_ms=ok(tpot * 1e3),
                            output_tokens_per_s_total=ok(batch * output / e2e), **e_iv)
-    from .ops import MATMUL
     roof = _out(RooflineReport, unit=dev.unit, dtypes=dev.dtypes, peak_tflops=dev.peak_tflops, bandwidth_gbs=dev.bandwidth_gbs,
                           ridge_flop_per_byte=dev.ridge_flop_per_byte,
                           effective_ridge_flop_per_byte=dev.eff_peak_flops[MATMUL] / dev.eff_bandwidth_bytes_s)

@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .catalog_index import folder_index, parsed
+from .catalog_index import by_identity, folder_index, parsed
 from .errors import PlannerError, unknown_id
 from .io import read_yaml, validated
 
@@ -364,7 +364,6 @@ def efficiency_defaults() -> _EfficiencyDefaults:
 
 def default_efficiency(spec: HardwareSpec, unit: ComputeUnit) -> Efficiency:
     """The device's own override if its spec has one, else the documented default for the unit's kind."""
-    from .catalog_index import by_identity
     return by_identity("default_efficiency", (spec, unit), lambda: _default_efficiency(spec, unit))
 
 

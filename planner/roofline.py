@@ -18,6 +18,7 @@ from functools import cached_property
 
 import numpy as np
 
+from .catalog_index import by_identity
 from .errors import PlannerError
 from .hardware import ComputeUnit, Efficiency, HardwareSpec, default_efficiency
 from .ops import ATTENTION, MATMUL, VECTOR, OpCost
@@ -75,7 +76,6 @@ def unit_request_proxy_s(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightForma
 
 
 def capable_units(spec: HardwareSpec, fmt: WeightFormat) -> list[ComputeUnit]:
-    from .catalog_index import by_identity
     return list(by_identity("capable_units", (spec, fmt), lambda: [u for u in spec.units if unit_supports(u, fmt)]))
 
 
@@ -137,7 +137,6 @@ class DeviceModel:
 
 def device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff: Efficiency) -> DeviceModel:
     """The device model of a unit for a weight format under an efficiency set (built once per set of objects)."""
-    from .catalog_index import by_identity
     return by_identity("device_model", (spec, unit, fmt, eff), lambda: _device_model(spec, unit, fmt, eff))
 
 

@@ -175,8 +175,14 @@ def default_interval_class() -> RuntimeClass | None:
     d = _default_intervals()
     if d is None:
         return None
+    from .catalog_index import by_identity
     from .hardware import efficiency_defaults
-    return RuntimeClass(vendor="any", unit_kind="gpu", efficiency=efficiency_defaults().by_unit_kind["gpu"],
+    eff = efficiency_defaults()
+    return by_identity("default_interval_class", (d, eff), lambda: _default_interval_class(d, eff))
+
+
+def _default_interval_class(d: DefaultIntervals, defaults) -> RuntimeClass:
+    return RuntimeClass(vendor="any", unit_kind="gpu", efficiency=defaults.by_unit_kind["gpu"],
                         intervals=d.intervals, fit=ClassFit(
                             rows_fit=sum(iv.rows for iv in d.intervals.values()), devices_fit=[], devices_held_out=[],
                             interval_source=f"kind-default efficiencies vs {d.provenance.get('data', 'published rows')}"
