@@ -36,72 +36,89 @@ class _Out(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
-def _coercion(annotation):
-    """How validation would turn a trusted value into the field's type: float, int, bool, dict of floats, tuple
-    of floats, a copy of a dict or list; None: as it is (str, a report)."""
+_CONV = {float: "x if {get}.__class__ is float else float(x)", int: "x if {get}.__class__ is int else int(x)",
+         bool: "x if {get}.__class__ is bool else bool(x)"}
+_CONV_OPT = {t: "x if {get} is None or x.__class__ is %s else %s(x)" % (t.__name__, t.__name__) for t in _CONV}
+
+
+def _coercion(annotation) -> str:
+    """Python expression (of `{get}`, the value) for what validation makes of a trusted value of this type: a float
+    of an int, a copy of a dict (its values floats) or list, a tuple of floats; str and reports as they are."""
     opt = typing.get_origin(annotation) in (types.UnionType, typing.Union) and type(None) in typing.get_args(annotation)
     base = next((a for a in typing.get_args(annotation) if a is not type(None)), annotation) if opt else annotation
-    if base in (float, int, bool):
-        conv = base
-    elif typing.get_origin(base) is dict:
-        vt = typing.get_args(base)[1]
-        conv = (lambda d: {k: float(v) for k, v in d.items()}) if vt is float else dict
-    elif typing.get_origin(base) is tuple:
-        conv = lambda t: tuple(float(x) for x in t)  # noqa: E731 (tuple[float, float] only)
-    elif typing.get_origin(base) is list:
-        conv = list
+    if base in _CONV:
+        return (_CONV_OPT if opt else _CONV)[base]
+    origin = typing.get_origin(base)
+    if origin is dict:
+        conv = "_dict_float" if typing.get_args(base)[1] is float else "dict"
+    elif origin is tuple:
+        conv = "_tuple_float"  # tuple[float, float] only
+    elif origin is list:
+        conv = "list"
     else:
-        return None
-    if base in (float, int, bool):
-        return (lambda v: v if v is None or v.__class__ is base else base(v)) if opt else \
-            (lambda v: v if v.__class__ is base else base(v))
-    return (lambda v: None if v is None else conv(v)) if opt else conv
+        return "{get}"
+    return f"_optional({conv}, {{get}})" if opt else f"{conv}({{get}})"
 
 
-_LAYOUT: dict[type, tuple] = {}
-_MISSING = object()
+def _dict_float(d):
+    return {k: float(v) for k, v in d.items()}
 
 
-def _layout(cls):
-    """(field name -> (coercion or None, default, whether the default is copied), private defaults) of a report."""
-    # no post-init of its own (pydantic's, which sets the private defaults, is done below)
+def _tuple_float(t):
+    return tuple(float(x) for x in t)
+
+
+def _optional(conv, x):
+    return None if x is None else conv(x)
+
+
+_BUILDERS: dict[type, object] = {}
+
+
+def _builder(cls):
+    """Compile build(values) -> cls instance: the instance cls.model_construct(**values) makes (the same
+    __dict__, fields set and private defaults) with the coercions validation makes, one dict display long."""
+    # no post-init of its own (pydantic's, which sets the private defaults, is done here)
     assert all(getattr(vars(k)["model_post_init"], "__name__", "") == "init_private_attributes"
                for k in cls.__mro__ if k is not BaseModel and "model_post_init" in vars(k)), cls
     assert not cls.__pydantic_root_model__
-    fields = {}
-    for n, f in cls.model_fields.items():
-        default = f.get_default(call_default_factory=False) if not f.is_required() else _MISSING
-        fields[n] = (_coercion(f.annotation), default, isinstance(default, (dict, list, set)))
-    private = {n: p.get_default() for n, p in (cls.__private_attributes__ or {}).items()}
-    return fields, private
+    ns = {"_dict_float": _dict_float, "_tuple_float": _tuple_float, "_optional": _optional, "_cls": cls, "_set": object.__setattr__,
+          "_names": frozenset(cls.model_fields),
+          "_private": {n: p.get_default() for n, p in (cls.__private_attributes__ or {}).items()} or None}
+    items = []
+    for i, (n, f) in enumerate(cls.model_fields.items()):
+        if f.is_required():
+            get = f"v[{n!r}]"
+        else:
+            ns[f"_d{i}"] = default = f.get_default(call_default_factory=True)
+            get = (f"(v[{n!r}] if {n!r} in v else _d{i}.copy())" if isinstance(default, (dict, list, set))
+                   else f"v.get({n!r}, _d{i})")
+        expr = _coercion(f.annotation)
+        expr = expr.replace("{get}", f"(x := {get})") if expr.startswith("x if") else expr.replace("{get}", get)
+        items.append(f"        {n!r}: {expr},\n")
+    src = ("def build(v):\n"
+           "    if not v.keys() <= _names:\n"
+           "        raise TypeError(f'{_cls.__name__}: unknown fields {sorted(set(v) - _names)}')\n"
+           "    d = {\n" + "".join(items) + "    }\n"
+           "    m = _cls.__new__(_cls)\n"
+           "    _set(m, '__dict__', d)\n"
+           "    _set(m, '__pydantic_fields_set__', set(v))\n"
+           "    _set(m, '__pydantic_extra__', None)\n"
+           "    _set(m, '__pydantic_private__', None if _private is None else dict(_private))\n"
+           "    return m\n")
+    exec(compile(src, f"<build {cls.__name__}>", "exec"), ns)
+    ns["build"].source = src
+    return ns["build"]
 
 
 def _out(cls, **values):
     """What cls.model_construct(**values) builds, with the coercions validation makes (tests/planner/
     test_replay.py checks it against cls(**values)), without pydantic's per-field machinery. Outputs only: inputs
     are validated where they enter."""
-    lay = _LAYOUT.get(cls)
-    if lay is None:
-        lay = _LAYOUT[cls] = _layout(cls)
-    fields, private = lay
-    d = {}
-    for n, (conv, default, copy) in fields.items():
-        v = values.get(n, _MISSING)
-        if v is _MISSING:
-            if default is _MISSING:
-                raise TypeError(f"{cls.__name__}: missing {n}")
-            d[n] = default.copy() if copy else default
-        else:
-            d[n] = v if conv is None else conv(v)
-    if len(values) > len(d) or not values.keys() <= d.keys():
-        raise TypeError(f"{cls.__name__}: unknown fields {sorted(set(values) - set(d))}")
-    m = cls.__new__(cls)
-    _set = object.__setattr__
-    _set(m, "__dict__", d)
-    _set(m, "__pydantic_fields_set__", set(values))
-    _set(m, "__pydantic_extra__", None)
-    _set(m, "__pydantic_private__", dict(private) if private else None)
-    return m
+    b = _BUILDERS.get(cls)
+    if b is None:
+        b = _BUILDERS[cls] = _builder(cls)
+    return b(values)
 
 
 class OpReport(_Out):
@@ -522,7 +539,7 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         end_to_end=e2e_r, roofline=roof,
         engine=_out(EngineReport, engine=mb.engine, kv_pool_gb=mb.kv_pool_bytes / GB, max_concurrency=mb.max_concurrency,
                             blocks=mb.blocks, fits=fits, rule=mb.rule),
-        efficiency=_out(EfficiencyReport, **eff.model_dump()), warnings=warnings,
+        efficiency=_out(EfficiencyReport, **eff.__dict__), warnings=warnings,
         runtime=prof.id if prof is not None else None, intervals=iv_report,
         host_pool=None if (hp := spec.memory.host_pool) is None else _out(HostPoolReport,
             capacity_gb=hp.capacity_gb, bandwidth_gbs=hp.bandwidth_gbs, link_gbs=hp.link_gbs, type=hp.type))
