@@ -555,8 +555,9 @@ def _parse_catalog(path: str) -> ModelArch:
 def load_model(id_or_path: str) -> ModelArch:
     """A catalog id (`llama-2-7b`), a path to a Hugging Face config.json, a model folder (config.json with its
     safetensors files or index: exact weight bytes) or a .gguf file (planner.model_files)."""
+    paths = catalog_paths()
     if id_or_path.endswith((".json", ".gguf")) or os.sep in id_or_path or (
-            id_or_path not in catalog_paths() and Path(id_or_path).is_dir()):
+            id_or_path not in paths and Path(id_or_path).is_dir()):
         p = Path(id_or_path)
         if not p.exists():
             raise PlannerError(f"--model: file not found: {id_or_path}")
@@ -566,7 +567,6 @@ def load_model(id_or_path: str) -> ModelArch:
         if not p.exists():
             raise PlannerError(f"--model: file not found: {id_or_path}")
         return from_hf_config(read_json(p), name=p.parent.name if p.name == "config.json" else p.stem, where=str(p))
-    paths = catalog_paths()
     if id_or_path not in paths:
         raise unknown_id("model", id_or_path, list(paths), "models")
     return _load_catalog(str(paths[id_or_path]))

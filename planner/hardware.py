@@ -364,7 +364,8 @@ def efficiency_defaults() -> _EfficiencyDefaults:
 
 def default_efficiency(spec: HardwareSpec, unit: ComputeUnit) -> Efficiency:
     """The device's own override if its spec has one, else the documented default for the unit's kind."""
-    return by_identity("default_efficiency", (spec, unit), lambda: _default_efficiency(spec, unit))
+    return by_identity("default_efficiency", (spec, unit, efficiency_defaults()),
+                       lambda: _default_efficiency(spec, unit))
 
 
 def _default_efficiency(spec: HardwareSpec, unit: ComputeUnit) -> Efficiency:

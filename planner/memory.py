@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from functools import lru_cache
-
 import numpy as np
 
 from .architecture import ModelArch
+from .catalog_index import by_identity
 from .errors import PlannerError
 from .ops import kv_bytes_per_token_per_layer, state_bytes_per_sequence, weight_bytes
 from .quantization import WeightFormat, activation_bytes
@@ -55,9 +54,8 @@ CUDA_GRAPH_MAX_BATCH = 512             # vLLM's largest captured decode batch (c
 
 # ---------------------------------------------------------------- weights (cached: the limits evaluate plans often)
 
-@lru_cache(maxsize=512)
 def _weights(m: ModelArch, fmt: WeightFormat) -> float:
-    return weight_bytes(m, fmt)
+    return by_identity("weight_bytes", (m, fmt), lambda: weight_bytes(m, fmt))  # (hashing a ModelArch is slow)
 
 
 # ---------------------------------------------------------------- activations
@@ -145,9 +143,9 @@ def runtime_overhead_bytes(spec, m: ModelArch | None = None, fmt: WeightFormat |
     return base + nccl + graphs + float(draft_kv_bytes)
 
 
-@lru_cache(maxsize=512)
 def _graph_pool_bytes(m: ModelArch, fmt: WeightFormat, tp: int) -> float:
-    return float(forward_bytes_peak(m, fmt, CUDA_GRAPH_MAX_BATCH, 1, 0, True, tp))
+    return by_identity(("graph_pool_bytes", tp), (m, fmt),
+                       lambda: float(forward_bytes_peak(m, fmt, CUDA_GRAPH_MAX_BATCH, 1, 0, True, tp)))
 
 
 def _efficiency_overhead_gb(kind: str) -> float:

@@ -137,7 +137,10 @@ class DeviceModel:
 
 def device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff: Efficiency) -> DeviceModel:
     """The device model of a unit for a weight format under an efficiency set (built once per set of objects)."""
-    return by_identity("device_model", (spec, unit, fmt, eff), lambda: _device_model(spec, unit, fmt, eff))
+    from .regimes import regime_constants  # (the committed fit, refitted by `planner accuracy --fit-kernels`)
+    fit = regime_constants() if unit.sm_count is not None else None  # (what gemm_regime_for reads)
+    return by_identity("device_model", (spec, unit, fmt, eff, fit),
+                       lambda: _device_model(spec, unit, fmt, eff))
 
 
 def _device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff: Efficiency) -> DeviceModel:

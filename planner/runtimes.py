@@ -28,8 +28,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .catalog_index import by_identity
 from .errors import PlannerError
-from .hardware import SPECS_DIR, ComputeUnit, Efficiency, HardwareSpec, UnitKind
+from .hardware import SPECS_DIR, ComputeUnit, Efficiency, HardwareSpec, UnitKind, efficiency_defaults
 from .io import read_yaml, validated
 
 RUNTIMES_DIR = Path(os.environ.get("PLANNER_RUNTIMES_DIR", SPECS_DIR / "runtimes"))
@@ -175,8 +176,6 @@ def default_interval_class() -> RuntimeClass | None:
     d = _default_intervals()
     if d is None:
         return None
-    from .catalog_index import by_identity
-    from .hardware import efficiency_defaults
     eff = efficiency_defaults()
     return by_identity("default_interval_class", (d, eff), lambda: _default_interval_class(d, eff))
 
