@@ -13,12 +13,12 @@ from collections import Counter
 from functools import cached_property
 from pathlib import Path
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .catalog_index import folder_index, parsed
 from .errors import PlannerError, pydantic_one_line, unknown_id
 from .io import read_json, read_yaml
+from .lazy import np
 
 CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 

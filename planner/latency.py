@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
+from .lazy import np
 from .ops import _f, decode_ops, prefill_ops, totals
 from .roofline import DeviceModel, _flt, step_bound, step_time_s, time_ops
 

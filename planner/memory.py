@@ -19,12 +19,13 @@ T = min(B*S, C) and n = min(B, T): a 100k-token prompt costs a chunk's activatio
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, replace
-import numpy as np
 
 from .architecture import ModelArch
 from .catalog_index import by_identity
 from .errors import PlannerError
+from .lazy import np
 from .ops import kv_bytes_per_token_per_layer, state_bytes_per_sequence, weight_bytes
 from .quantization import WeightFormat, activation_bytes
 
@@ -68,13 +69,21 @@ def _i_eff(m: ModelArch) -> int:
     return m.intermediate_size
 
 
-_SCALARS = frozenset({int, float, bool, np.float64, np.float32, np.int64, np.int32})
+_PLAIN = frozenset({int, float, bool})
+_NP_SCALARS: frozenset = frozenset()
 
 
 def _scalar(*xs) -> bool:
-    """All plain numbers (then the formulas run on floats, without numpy's per-call cost)."""
+    """All plain numbers, numpy's float64/float32/int64/int32 scalars included (then the formulas run on floats,
+    without numpy's per-call cost)."""
+    global _NP_SCALARS
     for x in xs:
-        if x.__class__ not in _SCALARS:
+        c = x.__class__
+        if c not in _PLAIN and c not in _NP_SCALARS:
+            if not _NP_SCALARS and "numpy" in sys.modules:  # (no numpy scalar exists before numpy is imported)
+                _NP_SCALARS = frozenset({np.float64, np.float32, np.int64, np.int32})
+                if c in _NP_SCALARS:
+                    continue
             return False
     return True
 

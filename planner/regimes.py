@@ -49,8 +49,9 @@ import math
 
 from functools import lru_cache
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+from .lazy import np
 
 RIDGE_SHARPNESS = 4.0
 GROUPED_TILE_M = 64

@@ -16,11 +16,10 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-import numpy as np
-
 from .catalog_index import by_identity
 from .errors import PlannerError
 from .hardware import ComputeUnit, Efficiency, HardwareSpec, default_efficiency
+from .lazy import np
 from .ops import ATTENTION, MATMUL, VECTOR, OpCost
 from .quantization import WeightFormat
 from .regimes import (GROUPED_GEMM_OPS, GemmRegime, fmax, gemm_regime_for, kv_read_factor, matmul_preferences,
@@ -72,6 +71,8 @@ def unit_request_proxy_s(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightForma
     eff = default_efficiency(spec, unit)
     peak = unit.peak_tflops[matmul_dtype(unit, fmt)] * TERA * eff.compute_fraction
     bw = min(spec.memory.bandwidth_gbs, unit.bandwidth_gbs or spec.memory.bandwidth_gbs) * GB * eff.bandwidth_fraction
+    if prompt.__class__ in _PLAIN and output.__class__ in _PLAIN:  # one request: the same steps on floats
+        return 2.0 * float(prompt) / peak + float(output) * fmt.bytes_per_weight / bw
     return 2.0 * np.asarray(prompt, dtype=np.float64) / peak + np.asarray(output, dtype=np.float64) * fmt.bytes_per_weight / bw
 
 
@@ -236,7 +237,7 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
     if half is None:
         half = getattr(dev.efficiency, "compute_half_rows", 0.0)
     dq = getattr(dev, "dequant_factor", 1.0)
-    cap = getattr(dev, "matmul_cap_flops", np.inf)
+    cap = getattr(dev, "matmul_cap_flops", math.inf)
     if half.__class__ in _PLAIN and dq.__class__ in _PLAIN and cap.__class__ in _PLAIN:  # one device
         refine = bool(half) or dq != 1.0 or math.isfinite(cap)
     else:
