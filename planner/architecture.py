@@ -24,7 +24,7 @@ CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # (built when first validated)
 
 
 class MoESpec(_Frozen):

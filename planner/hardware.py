@@ -58,7 +58,7 @@ VISIBLE_OVER_MARKETED_MAX = 1.2
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
 
 class HostPool(_Frozen):
@@ -226,7 +226,7 @@ class Efficiency(_Frozen):
     source: str = Field("", description="where these came from: kind default, device spec, calibration file")
 
 
-DATASHEET_EFFICIENCY = Efficiency(
+DATASHEET_EFFICIENCY = Efficiency.model_construct(  # constant, valid data (the validator is built when first needed)
     bandwidth_fraction=1.0, compute_fraction=1.0, kernel_overhead_us=0.0, step_overhead_ms=0.0, regime_curves=False,
     source="datasheet peaks (efficiency 1.0, no overheads, the plain roofline)",
 )

@@ -145,7 +145,7 @@ def matmul_preferences(compute_dtypes: tuple[str, ...], weight_only: bool) -> tu
 class GemmRegime(BaseModel):
     """Shared GEMM shape constants fitted to measured kernel timings (planner/accuracy/kernel_tables.py)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
     tile_m: int = Field(ge=1, le=1024, strict=True, description="row tile of dense weight GEMMs")
     ridge_sharpness: float = Field(ge=1.0, le=64.0, strict=True, description="p of ridge_rolloff_time")
     grouped_tile_m: int = Field(ge=1, le=1024, strict=True, description="row tile of grouped MoE expert GEMMs")
@@ -175,13 +175,13 @@ class DecodeAttentionRegime(BaseModel):
     split-KV 0.44). The fit is flat for chunks <= 128 (32 is the grid's edge, not identified): TensorRT-LLM's
     split-KV kernels saturate bandwidth from 256 tokens of context on."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
     split_kv_chunk: int = Field(ge=0, le=1 << 20, strict=True, description="tokens per split-KV chunk; 0 = none")
     ctas_per_sm: float = Field(gt=0, le=64, description="resident CTAs per SM that saturate bandwidth")
 
 
 class RegimeConstants(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
     gemm: GemmRegime
     decode_attention: DecodeAttentionRegime | None = None
     provenance: dict

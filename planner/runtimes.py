@@ -44,7 +44,7 @@ _ALIASES = {"llama.cpp": "llamacpp", "llama-cpp": "llamacpp", "tensorrt-llm": "t
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # (built when first validated)
 
 
 class Interval(_Frozen):
@@ -181,8 +181,9 @@ def default_interval_class() -> RuntimeClass | None:
 
 
 def _default_interval_class(d: DefaultIntervals, defaults) -> RuntimeClass:
-    return RuntimeClass(vendor="any", unit_kind="gpu", efficiency=defaults.by_unit_kind["gpu"],
-                        intervals=d.intervals, fit=ClassFit(
+    # built from validated parts (model_construct: the class's validator is not needed to wrap them)
+    return RuntimeClass.model_construct(vendor="any", unit_kind="gpu", efficiency=defaults.by_unit_kind["gpu"],
+                        intervals=d.intervals, fit=ClassFit.model_construct(
                             rows_fit=sum(iv.rows for iv in d.intervals.values()), devices_fit=[], devices_held_out=[],
                             interval_source=f"kind-default efficiencies vs {d.provenance.get('data', 'published rows')}"
                                             f" ({d.provenance.get('rows', '')})"))
