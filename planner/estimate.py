@@ -19,7 +19,7 @@ from .efficiency import resolve_with_origin
 from .errors import PlannerError
 from .hardware import Efficiency, HardwareSpec, load_hardware
 from .latency import decode_sum_s, point_latency_fast, stage_op_times
-from .memory import DEFAULT_SETTINGS, EngineSettings, max_batch, max_context, plan_memory
+from .memory import DEFAULT_SETTINGS, EngineSettings, max_batch, max_context, plan_memory_fast
 from .model_files import resolve_weights
 from .ops import (MATMUL, decode_ops, kv_bytes_per_sequence, kv_bytes_per_token, kv_bytes_per_token_per_layer, prefill_ops, totals,
                   weights_source)
@@ -412,7 +412,7 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     es = engine_settings or DEFAULT_SETTINGS
     cap = spec.usable_capacity_gb * GB
     mem_args = (spec, engine, es, tp, kv_ways, flash_attention)
-    mb = plan_memory(m, fmt, kvd, batch, prompt, output, *mem_args)
+    mb = plan_memory_fast(m, fmt, kvd, batch, prompt, output, *mem_args)
     fits = mb.fits
     per = "" if tp == 1 else f" per device (tensor parallel x{tp})"
     budget = f"{mb.budget / GB:.2f} GB {mb.budget_label}"

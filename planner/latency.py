@@ -18,6 +18,7 @@ import math
 
 from .lazy import np
 from .ops import _f, decode_ops, prefill_ops, totals
+from .replay import Replayed
 from .roofline import DeviceModel, _flt, step_bound, step_time_s, time_ops
 
 
@@ -204,16 +205,7 @@ def stage_op_times(m, fmt, kv_dtype, dev: DeviceModel, stage: str, batch, prompt
     return time_ops(decode_ops(m, fmt, kv_dtype, batch, prompt, flash_attention), dev)
 
 
-_REPLAYS: dict = {}
-_MAX_REPLAYS = 256   # (model, format, KV dtype, FlashAttention, device model) keys kept
-_MAX_BRANCHES = 8    # recorded branch patterns per key (a guard that fails records another, up to this many)
-
-
-class _Replays:
-    __slots__ = ("pins", "fns", "seen", "off")
-
-    def __init__(self, pins):
-        self.pins, self.fns, self.seen, self.off = pins, [], 0, False
+_POINT = Replayed(point_latency)
 
 
 def point_latency_fast(m, fmt, kv_dtype, dev: DeviceModel, flash_attention, batch, prompt, output):
@@ -221,28 +213,5 @@ def point_latency_fast(m, fmt, kv_dtype, dev: DeviceModel, flash_attention, batc
     FlashAttention, device model) on, its float operations are replayed as straight-line code instead of running
     the operator records (the workload numbers change freely; a branch the recording did not take runs the
     reference and is recorded in turn). The first call runs the reference: a one-off CLI run pays no recording."""
-    args = (_f(batch), _f(prompt), _f(output))
-    key = (id(m), id(fmt), kv_dtype, flash_attention, id(dev))
-    e = _REPLAYS.get(key)
-    if e is None or e.pins[0] is not m or e.pins[1] is not fmt or e.pins[2] is not dev:
-        if len(_REPLAYS) >= _MAX_REPLAYS:
-            _REPLAYS.clear()
-        _REPLAYS[key] = _Replays((m, fmt, dev))
-        return point_latency(m, fmt, kv_dtype, dev, flash_attention, *args)
-    for fn in e.fns:
-        try:
-            out = fn(*args)
-        except Exception:  # (the reference says what is wrong)
-            out = None
-        if out is not None:
-            return out
-    if e.off or len(e.fns) >= _MAX_BRANCHES:
-        return point_latency(m, fmt, kv_dtype, dev, flash_attention, *args)
-    from .replay import traced
-    try:
-        value, fn = traced(point_latency, (m, fmt, kv_dtype, dev, flash_attention), args)
-    except Exception:  # not recordable (or the reference raises: it does so again below)
-        e.off = True
-        return point_latency(m, fmt, kv_dtype, dev, flash_attention, *args)
-    e.fns.append(fn)
-    return value
+    return _POINT((id(m), id(fmt), kv_dtype, flash_attention, id(dev)), (m, fmt, kv_dtype, dev, flash_attention),
+                  (_f(batch), _f(prompt), _f(output)))

@@ -21,7 +21,8 @@ latency, one copy (tests/planner/test_replay.py checks replays against the refer
 
 A stand-in claims its value's class (`x.__class__ is float` holds, so the reference's scalar branches run), and
 refuses what it cannot record (float(), int(), hashing, formatting, numpy conversion): a function that needs those
-is not traceable, and the caller keeps the reference.
+is not traceable, and the caller keeps the reference. Code meant to be replayed converts with `as_float` /
+`as_int` (float() / int() that a recording sees).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import math
 import operator
 import re
 
-__all__ = ["Untraceable", "traced"]
+__all__ = ["Replayed", "Untraceable", "as_float", "as_int", "traced"]
 
 
 class Untraceable(TypeError):
@@ -77,20 +78,40 @@ class _Tape:
 _TAPE: _Tape | None = None
 
 
+# x * 1, 1 * x, x / 1 and x - 0.0 are x itself for every float x (signed zeros, infinities and NaN included);
+# x + 0.0 is not (-0.0 + 0.0 = 0.0), so it stays
+_IDENTITY_RIGHT = {"*": (1, 1.0), "/": (1, 1.0), "-": (0.0,)}
+_IDENTITY_LEFT = {"*": (1, 1.0)}
+
+
+def _is_identity(c, table, sym) -> bool:
+    return c.__class__ in (int, float) and any(c == u and c.__class__ is u.__class__ for u in table.get(sym, ()))
+
+
 def _binary(fn, sym):
     def op(a, b):
         if type(b) is not _T and not _number(b):
             return NotImplemented
         v = fn(a.v, b.v if type(b) is _T else b)
+        if type(b) is not _T and a.v.__class__ is float and _is_identity(b, _IDENTITY_RIGHT, sym) and \
+                _same(v, a.v):
+            return a
         return _TAPE.emit(v, f"{a.e} {sym} {_TAPE.ref(b)}")
 
     def rop(a, b):
         if not _number(b):
             return NotImplemented
         v = fn(b, a.v)
+        if a.v.__class__ is float and _is_identity(b, _IDENTITY_LEFT, sym) and _same(v, a.v):
+            return a
         return _TAPE.emit(v, f"{_TAPE.lit(b)} {sym} {a.e}")
 
     return op, rop
+
+
+def _same(x, y) -> bool:
+    """The same float, bit for bit (the identity held for the recorded value: a check of the rule above)."""
+    return x.__class__ is float and (math.copysign(1.0, x) == math.copysign(1.0, y)) and (x == y or x != x and y != y)
 
 
 def _compare(fn, sym):
@@ -237,3 +258,56 @@ def _concrete(x):
     if isinstance(x, list):
         return [_concrete(y) for y in x]
     return x
+
+
+def as_float(x):
+    """float(x), recorded when x is a stand-in."""
+    if type(x) is _T:
+        return _TAPE.emit(float(x.v), f"float({x.e})")
+    return float(x)
+
+
+def as_int(x):
+    """int(x), recorded when x is a stand-in."""
+    if type(x) is _T:
+        return _TAPE.emit(int(x.v), f"int({x.e})")
+    return int(x)
+
+
+class Replayed:
+    """fn(*static, *args) with the float work replayed: `r(key, static, args)`.
+
+    key: hashable, names the static arguments (ids of objects, values of plain ones); the entry keeps `static`
+    alive, so the ids cannot be reused while it exists. The first call for a key runs fn; the second records it
+    (traced) and returns the recorded run's value; later calls replay the recordings (a failed guard: the next
+    branch is recorded, up to max_branches; then fn). Something a stand-in refuses switches the key to fn."""
+
+    def __init__(self, fn, max_keys: int = 256, max_branches: int = 8):
+        self.fn, self.max_keys, self.max_branches = fn, max_keys, max_branches
+        self.entries: dict = {}
+
+    def __call__(self, key, static: tuple, args: tuple):
+        e = self.entries.get(key)
+        if e is None:
+            if len(self.entries) >= self.max_keys:
+                self.entries.clear()
+            self.entries[key] = [static, [], False]
+            return self.fn(*static, *args)
+        for r in e[1]:
+            try:
+                out = r(*args)
+            except Exception:  # (fn says what is wrong, below)
+                out = None
+            if out is not None:
+                return out
+        if e[2] or len(e[1]) >= self.max_branches:
+            return self.fn(*static, *args)
+        try:
+            value, r = traced(self.fn, static, args)
+        except TypeError:  # Untraceable, or an operation a stand-in does not support: fn from now on
+            e[2] = True
+            return self.fn(*static, *args)
+        except Exception:  # fn itself raises for these numbers: let it
+            return self.fn(*static, *args)
+        e[1].append(r)
+        return value
