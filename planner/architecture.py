@@ -101,8 +101,17 @@ class LinearAttnSpec(_Frozen):
     def scan_flops_per_token(self, chunk: int) -> float:
         """Delta-rule update and read-out per token: ~6 dk dv per value head recurrently (decode: chunk 1); the
         chunked prefill adds the intra-chunk products 2 Q (dk + dv) per head (arXiv:2412.06464, section 3)."""
-        intra = 2 * np.maximum(np.asarray(chunk, dtype=np.float64) - 1, 0) * (self.key_head_dim + self.value_head_dim)
+        q = _chunk_less_one(chunk)
+        intra = 2 * q * (self.key_head_dim + self.value_head_dim)
         return self.num_value_heads * (6 * self.key_head_dim * self.value_head_dim + intra)
+
+
+def _chunk_less_one(chunk):
+    """max(chunk - 1, 0) as float64: a float for an int chunk (the scalar path), else an array."""
+    if chunk.__class__ is int:
+        q = float(chunk) - 1
+        return q if q >= 0.0 or q != q else 0.0
+    return np.maximum(np.asarray(chunk, dtype=np.float64) - 1, 0)
 
 
 class SSMSpec(_Frozen):
@@ -152,8 +161,8 @@ class SSMSpec(_Frozen):
         (arXiv:2405.21060, section 6)."""
         rec = 6.0 * self.d_inner * self.state_size
         if self.version == 1:  # Mamba-1's selective scan is recurrent in prefill too
-            return rec + 0.0 * np.asarray(chunk, dtype=np.float64)
-        intra = 2 * np.maximum(np.asarray(chunk, dtype=np.float64) - 1, 0) * (self.state_size + self.head_dim)
+            return rec + 0.0 * (float(chunk) if chunk.__class__ is int else np.asarray(chunk, dtype=np.float64))
+        intra = 2 * _chunk_less_one(chunk) * (self.state_size + self.head_dim)
         return rec + self.num_heads * intra
 
 

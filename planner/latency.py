@@ -209,9 +209,9 @@ _POINT = Replayed(point_latency)
 
 
 def point_latency_fast(m, fmt, kv_dtype, dev: DeviceModel, flash_attention, batch, prompt, output):
-    """point_latency, the same floats (planner.replay): from the second call for a (model, format, KV dtype,
+    """point_latency, the same floats (planner.replay): from the third call for a (model, format, KV dtype,
     FlashAttention, device model) on, its float operations are replayed as straight-line code instead of running
     the operator records (the workload numbers change freely; a branch the recording did not take runs the
-    reference and is recorded in turn). The first call runs the reference: a one-off CLI run pays no recording."""
+    reference, and may be recorded in turn: planner.replay.Replayed). A one-off CLI run pays no recording."""
     return _POINT((id(m), id(fmt), kv_dtype, flash_attention, id(dev)), (m, fmt, kv_dtype, dev, flash_attention),
                   (_f(batch), _f(prompt), _f(output)))

@@ -433,7 +433,7 @@ _PLAN = Replayed(_plan_memory_fields)
 def plan_memory_fast(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prompt: int, output: int, spec,
                      engine: str = "none", settings: EngineSettings = DEFAULT_SETTINGS, tp: int = 1, kv_ways: int = 1,
                      flash_attention: bool = True) -> MemoryBreakdown:
-    """plan_memory, its float operations replayed from the second call for the same model, format, KV dtype,
+    """plan_memory, its float operations replayed from the third call for the same model, format, KV dtype,
     device spec and engine settings on (planner.replay: the same numbers)."""
     if not (batch.__class__ is int and prompt.__class__ is int and output.__class__ is int):
         return plan_memory(m, fmt, kv_dtype, batch, prompt, output, spec, engine, settings, tp, kv_ways,

@@ -278,12 +278,15 @@ class Replayed:
     """fn(*static, *args) with the float work replayed: `r(key, static, args)`.
 
     key: hashable, names the static arguments (ids of objects, values of plain ones); the entry keeps `static`
-    alive, so the ids cannot be reused while it exists. The first call for a key runs fn; the second records it
-    (traced) and returns the recorded run's value; later calls replay the recordings (a failed guard: the next
-    branch is recorded, up to max_branches; then fn). Something a stand-in refuses switches the key to fn."""
+    alive, so the ids cannot be reused while it exists. A recording costs some twenty reference calls, so it is
+    made only where it pays: the first at the `record_at`-th call for a key (a one-off call, or a configuration
+    asked for twice, runs fn alone), another branch pattern (a failed guard) only after `refallback` calls have
+    fallen back to fn since the last one, at most max_branches per key. Something a stand-in refuses switches the
+    key to fn for good."""
 
-    def __init__(self, fn, max_keys: int = 256, max_branches: int = 8):
+    def __init__(self, fn, max_keys: int = 256, max_branches: int = 8, record_at: int = 3, refallback: int = 50):
         self.fn, self.max_keys, self.max_branches = fn, max_keys, max_branches
+        self.record_at, self.refallback = record_at, refallback
         self.entries: dict = {}
 
     def __call__(self, key, static: tuple, args: tuple):
@@ -291,16 +294,20 @@ class Replayed:
         if e is None:
             if len(self.entries) >= self.max_keys:
                 self.entries.clear()
-            self.entries[key] = [static, [], False]
-            return self.fn(*static, *args)
-        for r in e[1]:
+            self.entries[key] = e = [static, [], False, 0]  # static (kept alive), recordings, off, calls to fn
+        fns = e[1]
+        for i, r in enumerate(fns):
             try:
                 out = r(*args)
             except Exception:  # (fn says what is wrong, below)
                 out = None
             if out is not None:
+                if i:  # the branch pattern in use first
+                    fns.insert(0, fns.pop(i))
                 return out
-        if e[2] or len(e[1]) >= self.max_branches:
+        e[3] += 1
+        due = self.record_at if not fns else self.refallback
+        if e[2] or e[3] < due or len(fns) >= self.max_branches:
             return self.fn(*static, *args)
         try:
             value, r = traced(self.fn, static, args)
@@ -309,5 +316,6 @@ class Replayed:
             return self.fn(*static, *args)
         except Exception:  # fn itself raises for these numbers: let it
             return self.fn(*static, *args)
-        e[1].append(r)
+        fns.insert(0, r)
+        e[3] = 0
         return value

@@ -23,7 +23,8 @@ from .lazy import np
 from .ops import ATTENTION, MATMUL, VECTOR, OpCost
 from .quantization import WeightFormat
 from .regimes import (GROUPED_GEMM_OPS, GemmRegime, fmax, gemm_regime_for, kv_read_factor, matmul_preferences,
-                      weight_gemm_time_s)
+                      regime_constants, weight_gemm_time_s)
+from .replay import as_float
 from .units import GB, TERA, US
 
 _PLAIN = (float, int)
@@ -138,8 +139,8 @@ class DeviceModel:
 
 def device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff: Efficiency) -> DeviceModel:
     """The device model of a unit for a weight format under an efficiency set (built once per set of objects)."""
-    from .regimes import regime_constants  # (the committed fit, refitted by `planner accuracy --fit-kernels`)
-    fit = regime_constants() if unit.sm_count is not None else None  # (what gemm_regime_for reads)
+    # the committed fit gemm_regime_for reads (refitted by `planner accuracy --fit-kernels`, which clears its cache)
+    fit = regime_constants() if unit.sm_count is not None else None
     return by_identity("device_model", (spec, unit, fmt, eff, fit),
                        lambda: _device_model(spec, unit, fmt, eff))
 
@@ -302,7 +303,7 @@ def op_bytes(op: OpCost, unit_dtypes, kv_cache_copy=False) -> np.ndarray | float
     if f == 1.0 and (copy.__class__ is float and copy == 0.0):
         return op.bytes
     kv = op.kv_read_bytes
-    return op.bytes + (f - 1.0 + copy) * (float(kv) if kv.__class__ in _PLAIN else np.asarray(kv, dtype=np.float64))
+    return op.bytes + (f - 1.0 + copy) * (as_float(kv) if kv.__class__ in _PLAIN else np.asarray(kv, dtype=np.float64))
 
 
 def step_time_s(op_times: list[OpTime], dev: DeviceModel):
@@ -312,7 +313,7 @@ def step_time_s(op_times: list[OpTime], dev: DeviceModel):
 
 def _flt(x):
     """float(x), x itself when it is a float already (what float() returns then; a replay stand-in passes through)."""
-    return x if x.__class__ is float else float(x)
+    return x if x.__class__ is float else as_float(x)
 
 
 def step_bound(op_times: list[OpTime]):

@@ -4,8 +4,9 @@ broad set of configurations: the regression net for work that must not change an
     python scripts/estimate_goldens.py dump    OUT.json [--cli N]   # N CLI runs (default 30) besides the API ones
     python scripts/estimate_goldens.py compare OUT.json [--cli N] [--passes P]   # exit 1 on any difference
 
---passes P runs the API configurations P times in one process (default 3), each pass compared: the second and
-later calls of a configuration take the paths a loop of estimates takes (caches, replays).
+--passes P runs the API configurations P times in one process (default 4), each pass compared: the later calls of
+a configuration take the paths a loop of estimates takes (caches; the replay is recorded at the third call and
+replayed from the fourth).
 
 Every number is compared exactly first; a float that differs is reported with its relative difference, and the
 comparison fails beyond 1e-12 relative. Errors (PlannerError messages) are part of the answer too.
@@ -146,7 +147,7 @@ def main() -> int:
         return 0
     ref = json.loads(path.read_text())
     diffs, exact_bytes = [], 0
-    passes = int(sys.argv[sys.argv.index("--passes") + 1]) if "--passes" in sys.argv else 3
+    passes = int(sys.argv[sys.argv.index("--passes") + 1]) if "--passes" in sys.argv else 4
     for k in range(passes):
         again = now["api"] if k == 0 else run_api(cfgs)
         for i, (a, b) in enumerate(zip(ref["api"], again)):
