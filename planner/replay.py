@@ -30,8 +30,9 @@ from __future__ import annotations
 import math
 import operator
 import re
+import threading
 
-__all__ = ["Replayed", "Untraceable", "as_float", "as_int", "traced"]
+__all__ = ["Busy", "Replayed", "Untraceable", "as_float", "as_int", "traced"]
 
 
 class Untraceable(TypeError):
@@ -76,6 +77,11 @@ class _Tape:
 
 
 _TAPE: _Tape | None = None
+_RECORDING = threading.Lock()  # one recording at a time (stand-ins write to the one tape; the UI runs threads)
+
+
+class Busy(RuntimeError):
+    """Another recording is under way (another thread, or fn itself asked for one): run fn instead."""
 
 
 # x * 1, 1 * x, x / 1 and x - 0.0 are x itself for every float x (signed zeros, infinities and NaN included);
@@ -219,6 +225,8 @@ def traced(fn, static: tuple, args: tuple):
     fn does something a stand-in refuses (the result is then not returned: the caller runs fn itself); any other
     exception of fn propagates as it would from fn."""
     global _TAPE
+    if not _RECORDING.acquire(blocking=False):
+        raise Busy("a recording is under way")
     tape = _Tape()
     _TAPE = tape
     try:
@@ -227,6 +235,7 @@ def traced(fn, static: tuple, args: tuple):
         ret = _out_expr(tape, out)
     finally:
         _TAPE = None
+        _RECORDING.release()
     value = _concrete(out)
     # dead code: keep what the result and the guards read
     live = set(_NAME.findall(ret))
@@ -284,16 +293,20 @@ class Replayed:
     fallen back to fn since the last one, at most max_branches per key. Something a stand-in refuses switches the
     key to fn for good."""
 
-    def __init__(self, fn, max_keys: int = 256, max_branches: int = 8, record_at: int = 3, refallback: int = 50):
+    def __init__(self, fn, max_keys: int = 256, max_branches: int = 8, record_at: int = 3, refallback: int = 50,
+                 max_recordings: int = 128):
         self.fn, self.max_keys, self.max_branches = fn, max_keys, max_branches
         self.record_at, self.refallback = record_at, refallback
+        self.max_recordings = max_recordings  # ~80 KiB each for a large model: all are dropped beyond this
         self.entries: dict = {}
+        self.recordings = 0
 
     def __call__(self, key, static: tuple, args: tuple):
         e = self.entries.get(key)
         if e is None:
             if len(self.entries) >= self.max_keys:
                 self.entries.clear()
+                self.recordings = 0
             self.entries[key] = e = [static, [], False, 0]  # static (kept alive), recordings, off, calls to fn
         fns = e[1]
         for i, r in enumerate(fns):
@@ -303,7 +316,10 @@ class Replayed:
                 out = None
             if out is not None:
                 if i:  # the branch pattern in use first
-                    fns.insert(0, fns.pop(i))
+                    try:
+                        fns.insert(0, fns.pop(i))
+                    except IndexError:  # (another thread reordered the list)
+                        pass
                 return out
         e[3] += 1
         due = self.record_at if not fns else self.refallback
@@ -314,8 +330,13 @@ class Replayed:
         except TypeError:  # Untraceable, or an operation a stand-in does not support: fn from now on
             e[2] = True
             return self.fn(*static, *args)
-        except Exception:  # fn itself raises for these numbers: let it
+        except Exception:  # another recording under way (Busy), or fn itself raises for these numbers: fn
             return self.fn(*static, *args)
+        if self.recordings >= self.max_recordings:
+            self.entries.clear()
+            self.recordings = 0
+            self.entries[key] = e
         fns.insert(0, r)
+        self.recordings += 1
         e[3] = 0
         return value

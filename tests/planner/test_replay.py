@@ -158,6 +158,12 @@ def test_replay_records_branches_and_refuses_what_it_cannot_record():
     # the reference, the recording, a replay, a fallback, the recording of the other branch, replays
     assert calls == ["float", "_T", "float", "_T"]
 
+    def nested(x):  # a recording asked for during a recording (or in another thread meanwhile) runs fn
+        return (x + Replayed(lambda y: (y * 2.0,), record_at=1)("n", (), (x,))[0],)
+
+    value, r = traced(nested, (), (1.0,))
+    assert value == (3.0,) and r(2.0) == (6.0,)
+
 
 def test_reports_are_what_validation_makes():
     """Reports are built with validation's coercions, without the validator: validating a dump gives it back,
