@@ -91,7 +91,10 @@ _IDENTITY_LEFT = {"*": (1, 1.0)}
 
 
 def _is_identity(c, table, sym) -> bool:
-    return c.__class__ in (int, float) and any(c == u and c.__class__ is u.__class__ for u in table.get(sym, ()))
+    """c is one of the identity constants of `sym`, of the same type and sign (x - -0.0 is not x for x = -0.0)."""
+    return c.__class__ in (int, float) and any(
+        c.__class__ is u.__class__ and c == u and math.copysign(1.0, c) == math.copysign(1.0, u)
+        for u in table.get(sym, ()))
 
 
 def _binary(fn, sym):

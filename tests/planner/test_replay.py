@@ -164,6 +164,10 @@ def test_replay_records_branches_and_refuses_what_it_cannot_record():
     value, r = traced(nested, (), (1.0,))
     assert value == (3.0,) and r(2.0) == (6.0,)
 
+    # x * 1 and x - 0.0 are not recorded (x itself for every float); x - -0.0 and x + 0.0 are (not for x = -0.0)
+    value, r = traced(lambda x: (x * 1, x - 0.0, x - (-0.0), x + 0.0), (), (5.0,))
+    assert _same(r(-0.0), (-0.0, -0.0, 0.0, 0.0))
+
 
 def test_reports_are_what_validation_makes():
     """Reports are built with validation's coercions, without the validator: validating a dump gives it back,
