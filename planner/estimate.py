@@ -15,6 +15,7 @@ from functools import cached_property, partial
 from pydantic import BaseModel, ConfigDict, PrivateAttr, computed_field
 
 from .architecture import ModelArch, load_model
+from .catalog_index import by_identity
 from .efficiency import resolve_with_origin
 from .errors import PlannerError
 from .hardware import Efficiency, HardwareSpec, load_hardware
@@ -25,7 +26,7 @@ from .ops import (MATMUL, decode_ops, kv_bytes_per_sequence, kv_bytes_per_token,
                   weights_source)
 from .quantization import WeightFormat, kv_dtype as norm_kv_dtype
 from .roofline import DeviceModel, OpTime, device_model, select_unit, step_bound, step_time_s, time_ops
-from .runtimes import default_interval_class, interval_regime
+from .runtimes import default_interval_class, interval_for
 from .units import GB, MAX_COUNT
 
 
@@ -449,8 +450,9 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         model_max_context=m.max_position_embeddings).with_limits(  # partials, not lambdas: an Estimate pickles
         partial(max_batch, m, fmt, kvd, prompt, output, *mem_args),
         partial(max_context, m, fmt, kvd, batch, output, *mem_args))
-    kv = _out(KVReport, dtype=kvd, bytes_per_token=kv_bytes_per_token(m, kvd),
-                  bytes_per_token_per_layer=kv_bytes_per_token_per_layer(m, kvd),
+    per_token, per_token_layer = by_identity(("kv_bytes_per_token", kvd), (m,), lambda: (
+        kv_bytes_per_token(m, kvd), kv_bytes_per_token_per_layer(m, kvd)))  # (the model's, whatever the workload)
+    kv = _out(KVReport, dtype=kvd, bytes_per_token=per_token, bytes_per_token_per_layer=per_token_layer,
                   gb_per_sequence=float(kv_bytes_per_sequence(m, kvd, context)) / GB, total_gb=mb.kv_cache_bytes / GB)
 
     # latency (per-device operators; with tensor parallelism plus two all-reduces per layer)
@@ -494,7 +496,7 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         pc = default_interval_class()  # ranges of the kind defaults against published measurements
     if pc is not None:
         xp = {"moe": m.moe is not None, "multi_gpu": tp > 1, "traits": m.traits}  # widened outside the fit
-        ip, idd = interval_regime(pc, "prefill", batch, **xp), interval_regime(pc, "decode", batch, **xp)
+        ip, idd = interval_for(pc, "prefill", batch, **xp), interval_for(pc, "decode", batch, **xp)
     p_iv = d_iv = e_iv = {}
     if ip is not None:
         ttft_ms, p_tok_s = ttft_s * 1e3, batch * prompt / ttft_s

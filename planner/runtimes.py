@@ -227,6 +227,13 @@ def interval_regime(profile_class: RuntimeClass, stage: str, batch: int, moe: bo
     return out if factor == 1.0 else widen(out, factor)
 
 
+def interval_for(profile_class: RuntimeClass, stage: str, batch: int, moe: bool = False, multi_gpu: bool = False,
+                 traits: tuple[str, ...] = ()) -> Interval | None:
+    """interval_regime, worked out once per profile class and arguments (it reads the batch only as batch == 1)."""
+    return by_identity(("interval_regime", stage, batch == 1, moe, multi_gpu, tuple(traits)), (profile_class,),
+                       lambda: interval_regime(profile_class, stage, batch, moe, multi_gpu, traits))
+
+
 def runtime_for_engine(engine: str | None, hardware=None) -> str | None:
     """The profile id for a KV-sizing `--engine` name when a profile exists (vllm, sglang, trtllm, llamacpp, ...)
     and, with `hardware` (id, path or HardwareSpec), has a class for that device's vendor; else None (the kind
