@@ -98,12 +98,13 @@ def _builder(cls):
         expr = expr.replace("{get}", f"(x := {get})") if expr.startswith("x if") else expr.replace("{get}", get)
         items.append(f"        {n!r}: {expr},\n")
     src = ("def build(v):\n"
-           "    if not v.keys() <= _names:\n"
-           "        raise TypeError(f'{_cls.__name__}: unknown fields {sorted(set(v) - _names)}')\n"
+           "    given = set(v)\n"
+           "    if not given <= _names:\n"
+           "        raise TypeError(f'{_cls.__name__}: unknown fields {sorted(given - _names)}')\n"
            "    d = {\n" + "".join(items) + "    }\n"
            "    m = _cls.__new__(_cls)\n"
            "    _set(m, '__dict__', d)\n"
-           "    _set(m, '__pydantic_fields_set__', set(v))\n"
+           "    _set(m, '__pydantic_fields_set__', given)\n"
            "    _set(m, '__pydantic_extra__', None)\n"
            "    _set(m, '__pydantic_private__', None if _private is None else dict(_private))\n"
            "    return m\n")
