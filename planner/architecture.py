@@ -13,18 +13,18 @@ from collections import Counter
 from functools import cached_property
 from pathlib import Path
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .catalog_index import folder_index, parsed
 from .errors import PlannerError, pydantic_one_line, unknown_id
 from .io import read_json, read_yaml
+from .lazy import np
 
 CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # (built when first validated)
 
 
 class MoESpec(_Frozen):
@@ -101,8 +101,17 @@ class LinearAttnSpec(_Frozen):
     def scan_flops_per_token(self, chunk: int) -> float:
         """Delta-rule update and read-out per token: ~6 dk dv per value head recurrently (decode: chunk 1); the
         chunked prefill adds the intra-chunk products 2 Q (dk + dv) per head (arXiv:2412.06464, section 3)."""
-        intra = 2 * np.maximum(np.asarray(chunk, dtype=np.float64) - 1, 0) * (self.key_head_dim + self.value_head_dim)
+        q = _chunk_less_one(chunk)
+        intra = 2 * q * (self.key_head_dim + self.value_head_dim)
         return self.num_value_heads * (6 * self.key_head_dim * self.value_head_dim + intra)
+
+
+def _chunk_less_one(chunk):
+    """max(chunk - 1, 0) as float64: a float for an int chunk (the scalar path), else an array."""
+    if chunk.__class__ is int:
+        q = float(chunk) - 1
+        return q if q >= 0.0 or q != q else 0.0
+    return np.maximum(np.asarray(chunk, dtype=np.float64) - 1, 0)
 
 
 class SSMSpec(_Frozen):
@@ -152,8 +161,8 @@ class SSMSpec(_Frozen):
         (arXiv:2405.21060, section 6)."""
         rec = 6.0 * self.d_inner * self.state_size
         if self.version == 1:  # Mamba-1's selective scan is recurrent in prefill too
-            return rec + 0.0 * np.asarray(chunk, dtype=np.float64)
-        intra = 2 * np.maximum(np.asarray(chunk, dtype=np.float64) - 1, 0) * (self.state_size + self.head_dim)
+            return rec + 0.0 * (float(chunk) if chunk.__class__ is int else np.asarray(chunk, dtype=np.float64))
+        intra = 2 * _chunk_less_one(chunk) * (self.state_size + self.head_dim)
         return rec + self.num_heads * intra
 
 
@@ -555,8 +564,9 @@ def _parse_catalog(path: str) -> ModelArch:
 def load_model(id_or_path: str) -> ModelArch:
     """A catalog id (`llama-2-7b`), a path to a Hugging Face config.json, a model folder (config.json with its
     safetensors files or index: exact weight bytes) or a .gguf file (planner.model_files)."""
+    paths = catalog_paths()
     if id_or_path.endswith((".json", ".gguf")) or os.sep in id_or_path or (
-            id_or_path not in catalog_paths() and Path(id_or_path).is_dir()):
+            id_or_path not in paths and Path(id_or_path).is_dir()):
         p = Path(id_or_path)
         if not p.exists():
             raise PlannerError(f"--model: file not found: {id_or_path}")
@@ -566,7 +576,6 @@ def load_model(id_or_path: str) -> ModelArch:
         if not p.exists():
             raise PlannerError(f"--model: file not found: {id_or_path}")
         return from_hf_config(read_json(p), name=p.parent.name if p.name == "config.json" else p.stem, where=str(p))
-    paths = catalog_paths()
     if id_or_path not in paths:
         raise unknown_id("model", id_or_path, list(paths), "models")
     return _load_catalog(str(paths[id_or_path]))

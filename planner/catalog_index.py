@@ -55,3 +55,22 @@ def parsed(path: str | Path, parse: Callable[[str], T], kind: str = "") -> T:
         _PARSED.clear()
     _PARSED[key] = (stamp, value)
     return value
+
+
+_BY_IDENTITY: dict[tuple, tuple[tuple, object]] = {}
+
+
+def by_identity(kind, objs: tuple, make: Callable[[], T]) -> T:
+    """make(), remembered while it is asked for with the very same objects (by identity: the entry keeps them
+    alive, so their ids cannot be reused while it exists); kind (hashable) tells the derivations apart and carries
+    any plain arguments. What is derived from a parsed spec, model or profile is derived once per parse: a file
+    edited in place is parsed into new objects (`parsed` above), so it is derived again."""
+    key = (kind, *map(id, objs))
+    hit = _BY_IDENTITY.get(key)
+    if hit is not None:
+        return hit[1]  # type: ignore[return-value]
+    value = make()
+    if len(_BY_IDENTITY) >= 4 * _MAX_PARSED:
+        _BY_IDENTITY.clear()
+    _BY_IDENTITY[key] = (objs, value)
+    return value

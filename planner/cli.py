@@ -19,6 +19,8 @@ _EXTENSIONS = ("validate.cli", "planner.cli_serving", "planner.cli_accuracy",
                "planner.cli_topologies")  # after cli_serving: adds --parallel/--method to its commands
 
 
+_FAST = ("estimate",)  # subcommands parsed without the extensions (none adds to them): a fast start
+
 # optional dependencies -> the extra that installs them (pyproject.toml)
 _EXTRAS = {"torch": "harness", "pynvml": "harness", "triton": "harness", "streamlit": "ui", "altair": "report",
            "vl_convert": "report", "selenium": "test"}
@@ -268,7 +270,9 @@ def _md(df) -> str:
     return "\n".join(rows) + "\n"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(core_only: bool = False) -> argparse.ArgumentParser:
+    """The parser of every subcommand; core_only: only the commands defined here (estimate, hardware, models,
+    sweep), without importing the extensions (main: for the commands in _FAST)."""
     ap = _Parser(prog="planner", description="LLM inference performance model and capacity planner")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -308,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     eff.add_argument("--datasheet", action="store_true")
     p.set_defaults(func=cmd_sweep)
 
-    for name in _EXTENSIONS:
+    for name in () if core_only else _EXTENSIONS:
         try:
             mod = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -322,7 +326,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from .errors import DoesNotFit, PlannerError
 
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    args = (build_parser(core_only=True) if words and words[0] in _FAST else build_parser()).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except DoesNotFit as exc:  # a verdict, not an error

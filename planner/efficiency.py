@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from .catalog_index import folder_index, parsed
+from .catalog_index import by_identity, folder_index, parsed
 from .errors import pydantic_one_line
 from .hardware import DATASHEET_EFFICIENCY, SPECS_DIR, ComputeUnit, Efficiency, HardwareSpec, default_efficiency
 from .io import read_yaml
@@ -55,21 +55,32 @@ def resolve_efficiency(spec: HardwareSpec, unit: ComputeUnit, mode: str | Effici
                        runtime=None) -> Efficiency:
     """mode: an Efficiency, 'datasheet', 'auto' (calibration if present, else spec/kind default) or 'default'.
     runtime: None, a runtime id or a RuntimeProfile; applies after an explicit Efficiency and 'datasheet'."""
+    return resolve_with_origin(spec, unit, mode, runtime)[0]
+
+
+def resolve_with_origin(spec: HardwareSpec, unit: ComputeUnit, mode: str | Efficiency = "auto",
+                        runtime=None) -> tuple[Efficiency, str]:
+    """(resolve_efficiency, efficiency_origin) with the calibration folder looked at once."""
     if isinstance(mode, Efficiency):
-        return mode
+        return mode, "explicit"
     if mode == "datasheet":
-        return DATASHEET_EFFICIENCY
+        return DATASHEET_EFFICIENCY, "datasheet"
     if runtime is not None:
         from .runtimes import load_runtime
         prof = load_runtime(runtime)
-        eff = prof.for_unit(spec, unit).efficiency
-        return eff.model_copy(update={"source": f"runtime profile {prof.id} ({spec.vendor.lower()}-{unit.kind}): "
-                                                + (eff.source or "fitted")})
+        return (by_identity("runtime_efficiency", (prof, spec, unit), lambda: _runtime_efficiency(prof, spec, unit)),
+                "runtime")
     if mode == "auto":
         cal = _calibrated(spec.id, unit.name)
         if cal is not None:
-            return cal
-    return default_efficiency(spec, unit)
+            return cal, "calibration"
+    return default_efficiency(spec, unit), ("device" if spec.efficiency is not None else "default")
+
+
+def _runtime_efficiency(prof, spec: HardwareSpec, unit: ComputeUnit) -> Efficiency:
+    eff = prof.for_unit(spec, unit).efficiency
+    return eff.model_copy(update={"source": f"runtime profile {prof.id} ({spec.vendor.lower()}-{unit.kind}): "
+                                            + (eff.source or "fitted")})
 
 
 def efficiency_origin(spec: HardwareSpec, unit: ComputeUnit, mode: str | Efficiency = "auto", runtime=None) -> str:

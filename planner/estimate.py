@@ -7,26 +7,120 @@ Nothing here prints; report.py renders an Estimate.
 from __future__ import annotations
 
 import math
+import types
+import typing
 
 from functools import cached_property, partial
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, computed_field
 
 from .architecture import ModelArch, load_model
-from .efficiency import efficiency_origin, resolve_efficiency
+from .catalog_index import by_identity
+from .efficiency import resolve_with_origin
 from .errors import PlannerError
 from .hardware import Efficiency, HardwareSpec, load_hardware
-from .latency import decode_sum_s
-from .memory import DEFAULT_SETTINGS, EngineSettings, max_batch, max_context, plan_memory
-from .ops import (decode_ops, kv_bytes_per_sequence, kv_bytes_per_token, kv_bytes_per_token_per_layer, prefill_ops, totals,
+from .latency import decode_sum_s, point_latency_fast, stage_op_times
+from .memory import DEFAULT_SETTINGS, EngineSettings, max_batch, max_context, plan_memory_fast
+from .model_files import resolve_weights
+from .ops import (MATMUL, decode_ops, kv_bytes_per_sequence, kv_bytes_per_token, kv_bytes_per_token_per_layer, prefill_ops, totals,
                   weights_source)
 from .quantization import WeightFormat, kv_dtype as norm_kv_dtype
 from .roofline import DeviceModel, OpTime, device_model, select_unit, step_bound, step_time_s, time_ops
+from .runtimes import default_interval_class, interval_for
 from .units import GB, MAX_COUNT
 
 
 class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """An output report. Built from figures the planner computed (trusted), with `_out(cls, **fields)`: the
+    coercions validation would make (an int to a float field, a copy of a dict), without the validator."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+_CONV = {float: "x if {get}.__class__ is float else float(x)", int: "x if {get}.__class__ is int else int(x)",
+         bool: "x if {get}.__class__ is bool else bool(x)"}
+_CONV_OPT = {t: "x if {get} is None or x.__class__ is %s else %s(x)" % (t.__name__, t.__name__) for t in _CONV}
+
+
+def _coercion(annotation) -> str:
+    """Python expression (of `{get}`, the value) for what validation makes of a trusted value of this type: a float
+    of an int, a copy of a dict (its values floats) or list, a tuple of floats; str and reports as they are."""
+    opt = typing.get_origin(annotation) in (types.UnionType, typing.Union) and type(None) in typing.get_args(annotation)
+    base = next((a for a in typing.get_args(annotation) if a is not type(None)), annotation) if opt else annotation
+    if base in _CONV:
+        return (_CONV_OPT if opt else _CONV)[base]
+    origin = typing.get_origin(base)
+    if origin is dict:
+        conv = "_dict_float" if typing.get_args(base)[1] is float else "dict"
+    elif origin is tuple:
+        conv = "_tuple_float"  # tuple[float, float] only
+    elif origin is list:
+        conv = "list"
+    else:
+        return "{get}"
+    return f"_optional({conv}, {{get}})" if opt else f"{conv}({{get}})"
+
+
+def _dict_float(d):
+    return {k: float(v) for k, v in d.items()}
+
+
+def _tuple_float(t):
+    return tuple(float(x) for x in t)
+
+
+def _optional(conv, x):
+    return None if x is None else conv(x)
+
+
+_BUILDERS: dict[type, object] = {}
+
+
+def _builder(cls):
+    """Compile build(values) -> cls instance: the instance cls.model_construct(**values) makes (the same
+    __dict__, fields set and private defaults) with the coercions validation makes, one dict display long."""
+    # no post-init of its own (pydantic's, which sets the private defaults, is done here)
+    assert all(getattr(vars(k)["model_post_init"], "__name__", "") == "init_private_attributes"
+               for k in cls.__mro__ if k is not BaseModel and "model_post_init" in vars(k)), cls
+    assert not cls.__pydantic_root_model__
+    ns = {"_dict_float": _dict_float, "_tuple_float": _tuple_float, "_optional": _optional, "_cls": cls, "_set": object.__setattr__,
+          "_names": frozenset(cls.model_fields),
+          "_private": {n: p.get_default() for n, p in (cls.__private_attributes__ or {}).items()} or None}
+    items = []
+    for i, (n, f) in enumerate(cls.model_fields.items()):
+        if f.is_required():
+            get = f"v[{n!r}]"
+        else:
+            ns[f"_d{i}"] = default = f.get_default(call_default_factory=True)
+            get = (f"(v[{n!r}] if {n!r} in v else _d{i}.copy())" if isinstance(default, (dict, list, set))
+                   else f"v.get({n!r}, _d{i})")
+        expr = _coercion(f.annotation)
+        expr = expr.replace("{get}", f"(x := {get})") if expr.startswith("x if") else expr.replace("{get}", get)
+        items.append(f"        {n!r}: {expr},\n")
+    src = ("def build(v):\n"
+           "    given = set(v)\n"
+           "    if not given <= _names:\n"
+           "        raise TypeError(f'{_cls.__name__}: unknown fields {sorted(given - _names)}')\n"
+           "    d = {\n" + "".join(items) + "    }\n"
+           "    m = _cls.__new__(_cls)\n"
+           "    _set(m, '__dict__', d)\n"
+           "    _set(m, '__pydantic_fields_set__', given)\n"
+           "    _set(m, '__pydantic_extra__', None)\n"
+           "    _set(m, '__pydantic_private__', None if _private is None else dict(_private))\n"
+           "    return m\n")
+    exec(compile(src, f"<build {cls.__name__}>", "exec"), ns)
+    ns["build"].source = src
+    return ns["build"]
+
+
+def _out(cls, **values):
+    """What cls.model_construct(**values) builds, with the coercions validation makes (tests/planner/
+    test_replay.py checks it against cls(**values)), without pydantic's per-field machinery. Outputs only: inputs
+    are validated where they enter."""
+    b = _BUILDERS.get(cls)
+    if b is None:
+        b = _BUILDERS[cls] = _builder(cls)
+    return b(values)
 
 
 class OpReport(_Out):
@@ -100,9 +194,11 @@ class _StageReport(_Out):
     @computed_field
     @cached_property
     def ops(self) -> list[OpReport]:
-        return _op_reports(self._op_times or [])
+        ots = self._op_times
+        return _op_reports((ots() if callable(ots) else ots) or [])
 
-    def with_op_times(self, op_times: list[OpTime]):
+    def with_op_times(self, op_times):
+        """op_times: the stage's OpTimes, or a callable (picklable: a partial) that gives them."""
         self._op_times = op_times
         return self
 
@@ -235,7 +331,7 @@ def _op_reports(op_times: list[OpTime]) -> list[OpReport]:
         op = ot.op
         b = op.count * float(op.bytes)
         f = op.count * float(op.flops)
-        out.append(OpReport(
+        out.append(_out(OpReport,
             name=op.name, count=op.count, flops=f, bytes=b, weight_bytes=op.count * float(op.weight_bytes),
             kv_bytes=op.count * float(op.kv_read_bytes + op.kv_write_bytes),
             intensity_flop_per_byte=f / b if b > 0 else None,
@@ -274,7 +370,6 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         raise PlannerError(f"--tp: must be an integer >= 1, got {tp!r}")
     m = model if isinstance(model, ModelArch) else load_model(model)
     spec = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
-    from .model_files import resolve_weights
     fmt: WeightFormat = resolve_weights(m, weights)  # None: the model file's own format, else fp16
     kvd = norm_kv_dtype(kv_dtype)
     prof = None
@@ -284,7 +379,7 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         if unit is None:
             unit = prof.default_unit(spec)
     u = select_unit(spec, fmt, unit, prompt, output)
-    eff = resolve_efficiency(spec, u, efficiency, prof)
+    eff, origin = resolve_with_origin(spec, u, efficiency, prof)
     dev: DeviceModel = device_model(spec, u, fmt, eff)
     warnings: list[str] = []
     if (unpublished := spec.unpublished_warning(u)) is not None:  # figures the vendor does not print
@@ -319,7 +414,7 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     es = engine_settings or DEFAULT_SETTINGS
     cap = spec.usable_capacity_gb * GB
     mem_args = (spec, engine, es, tp, kv_ways, flash_attention)
-    mb = plan_memory(m, fmt, kvd, batch, prompt, output, *mem_args)
+    mb = plan_memory_fast(m, fmt, kvd, batch, prompt, output, *mem_args)
     fits = mb.fits
     per = "" if tp == 1 else f" per device (tensor parallel x{tp})"
     budget = f"{mb.budget / GB:.2f} GB {mb.budget_label}"
@@ -347,7 +442,7 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         if holds < max_len:  # vLLM checks at start-up that one max_model_len sequence fits the pool
             warnings.append(f"vLLM refuses to start with max_model_len {max_len}: the KV pool holds {holds:,} tokens "
                             f"per sequence; pass --max-model-len {holds} or less")
-    memory = MemoryReport(
+    memory = _out(MemoryReport,
         devices=tp, weights_gb=mb.weights_bytes / GB, kv_cache_gb=mb.kv_cache_bytes / GB,
         activations_gb=mb.activations_bytes / GB,
         overhead_gb=mb.overhead_bytes / GB, total_gb=mb.total_bytes / GB, capacity_gb=cap / GB,
@@ -356,8 +451,9 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         model_max_context=m.max_position_embeddings).with_limits(  # partials, not lambdas: an Estimate pickles
         partial(max_batch, m, fmt, kvd, prompt, output, *mem_args),
         partial(max_context, m, fmt, kvd, batch, output, *mem_args))
-    kv = KVReport(dtype=kvd, bytes_per_token=kv_bytes_per_token(m, kvd),
-                  bytes_per_token_per_layer=kv_bytes_per_token_per_layer(m, kvd),
+    per_token, per_token_layer = by_identity(("kv_bytes_per_token", kvd), (m,), lambda: (
+        kv_bytes_per_token(m, kvd), kv_bytes_per_token_per_layer(m, kvd)))  # (the model's, whatever the workload)
+    kv = _out(KVReport, dtype=kvd, bytes_per_token=per_token, bytes_per_token_per_layer=per_token_layer,
                   gb_per_sequence=float(kv_bytes_per_sequence(m, kvd, context)) / GB, total_gb=mb.kv_cache_bytes / GB)
 
     # latency (per-device operators; with tensor parallelism plus two all-reduces per layer)
@@ -367,35 +463,41 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         from .serving.parallelism import tp_comm_time_s
         return float(tp_comm_time_s(m, fmt, tokens, tp, link))
 
-    p_times = time_ops(split(prefill_ops(m, fmt, kvd, batch, prompt, 0, flash_attention)), dev)
-    ttft_s = float(step_time_s(p_times, dev)) + comm_s(batch * prompt)
-    p_tot = totals([ot.op for ot in p_times])
-    d_first_ops = split(decode_ops(m, fmt, kvd, batch, prompt, flash_attention))
-    d_times = time_ops(d_first_ops, dev)
-    d_first = float(step_time_s(d_times, dev)) + comm_s(batch)
-    d_sum, d_last = (float(x) for x in decode_sum_s(m, fmt, kvd, dev, batch, prompt, output, flash_attention,
-                                                      step_s=step_s, with_last=True,  # last step: past + output - 2
-                                                      first=d_times if tp == 1 else None))
+    if tp == 1:  # one device: the figures on plain floats (replayed from the second call on: the same floats)
+        (p_step, p_bound, p_flops, p_bytes, d_step, d_bound, d_bytes, d_wbytes, d_kvbytes, d_sum,
+         d_last) = point_latency_fast(m, fmt, kvd, dev, flash_attention, batch, prompt, output)
+        # the per-operator tables are built when read (the same operator times)
+        p_times = partial(stage_op_times, m, fmt, kvd, dev, "prefill", batch, prompt, flash_attention)
+        d_times = partial(stage_op_times, m, fmt, kvd, dev, "decode", batch, prompt, flash_attention)
+    else:
+        p_times = time_ops(split(prefill_ops(m, fmt, kvd, batch, prompt, 0, flash_attention)), dev)
+        p_step, p_bound, p_tot = step_time_s(p_times, dev), step_bound(p_times), totals([ot.op for ot in p_times])
+        p_flops, p_bytes = p_tot["flops"], p_tot["bytes"]
+        d_first_ops = split(decode_ops(m, fmt, kvd, batch, prompt, flash_attention))
+        d_times = time_ops(d_first_ops, dev)
+        d_step, d_bound, d_tot = step_time_s(d_times, dev), step_bound(d_times), totals(d_first_ops)
+        d_bytes, d_wbytes, d_kvbytes = d_tot["bytes"], d_tot["weight_bytes"], d_tot["kv_read_bytes"] + d_tot["kv_write_bytes"]
+        d_sum, d_last = decode_sum_s(m, fmt, kvd, dev, batch, prompt, output, flash_attention, step_s=step_s,
+                                     with_last=True)  # last step: past + output - 2
+    ttft_s = float(p_step) + comm_s(batch * prompt)
+    d_first = float(d_step) + comm_s(batch)
+    d_sum, d_last = float(d_sum), float(d_last)
     tpot = d_sum / (output - 1) if output > 1 else d_first
     e2e = ttft_s + d_sum
-    d_tot = totals(d_first_ops)
 
     def ok(x):
         return x if fits else None
 
     # p10-p90 intervals of the runtime profile (or of the kind defaults), when one applies: each report is built
     # once with them
-    origin = efficiency_origin(spec, u, efficiency, prof)
     pc = ip = idd = None
     if fits and origin == "runtime":
         pc = prof.for_unit(spec, u)
     elif fits and origin == "default":
-        from .runtimes import default_interval_class
         pc = default_interval_class()  # ranges of the kind defaults against published measurements
     if pc is not None:
-        from .runtimes import interval_regime
         xp = {"moe": m.moe is not None, "multi_gpu": tp > 1, "traits": m.traits}  # widened outside the fit
-        ip, idd = interval_regime(pc, "prefill", batch, **xp), interval_regime(pc, "decode", batch, **xp)
+        ip, idd = interval_for(pc, "prefill", batch, **xp), interval_for(pc, "decode", batch, **xp)
     p_iv = d_iv = e_iv = {}
     if ip is not None:
         ttft_ms, p_tok_s = ttft_s * 1e3, batch * prompt / ttft_s
@@ -409,39 +511,38 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
                     tokens_per_s_total_low=tot_tok_s * idd.p10, tokens_per_s_total_high=tot_tok_s * idd.p90)
         e_iv = dict(latency_s_low=e2e / idd.p90, latency_s_high=e2e / idd.p10)
 
-    prefill = PrefillReport(latency_ms=ok(ttft_s * 1e3), tokens_per_s=ok(batch * prompt / ttft_s),
-                            bound=str(step_bound(p_times)), flops=float(p_tot["flops"]), bytes=float(p_tot["bytes"]),
+    prefill = _out(PrefillReport, latency_ms=ok(ttft_s * 1e3), tokens_per_s=ok(batch * prompt / ttft_s),
+                            bound=str(p_bound), flops=float(p_flops), bytes=float(p_bytes),
                             **p_iv).with_op_times(p_times)
-    decode = DecodeReport(
+    decode = _out(DecodeReport,
         latency_ms_per_token=ok(tpot * 1e3), latency_ms_first=ok(d_first * 1e3), latency_ms_last=ok(d_last * 1e3),
-        tokens_per_s_per_sequence=ok(1.0 / tpot), tokens_per_s_total=ok(batch / tpot), bound=str(step_bound(d_times)),
-        bytes_per_step=float(d_tot["bytes"]), weight_bytes_per_step=float(d_tot["weight_bytes"]),
-        kv_bytes_per_step=float(d_tot["kv_read_bytes"] + d_tot["kv_write_bytes"]), **d_iv).with_op_times(d_times)
-    e2e_r = EndToEndReport(latency_s=ok(e2e), ttft_ms=ok(ttft_s * 1e3), tpot_ms=ok(tpot * 1e3),
+        tokens_per_s_per_sequence=ok(1.0 / tpot), tokens_per_s_total=ok(batch / tpot), bound=str(d_bound),
+        bytes_per_step=float(d_bytes), weight_bytes_per_step=float(d_wbytes),
+        kv_bytes_per_step=float(d_kvbytes), **d_iv).with_op_times(d_times)
+    e2e_r = _out(EndToEndReport, latency_s=ok(e2e), ttft_ms=ok(ttft_s * 1e3), tpot_ms=ok(tpot * 1e3),
                            output_tokens_per_s_total=ok(batch * output / e2e), **e_iv)
-    from .ops import MATMUL
-    roof = RooflineReport(unit=dev.unit, dtypes=dev.dtypes, peak_tflops=dev.peak_tflops, bandwidth_gbs=dev.bandwidth_gbs,
+    roof = _out(RooflineReport, unit=dev.unit, dtypes=dev.dtypes, peak_tflops=dev.peak_tflops, bandwidth_gbs=dev.bandwidth_gbs,
                           ridge_flop_per_byte=dev.ridge_flop_per_byte,
                           effective_ridge_flop_per_byte=dev.eff_peak_flops[MATMUL] / dev.eff_bandwidth_bytes_s)
     iv_report = None
     if pc is not None:
         regime = None if idd is None else next(k for k in (("decode", "throughput") if batch == 1 else
                                                             ("throughput", "decode")) if k in pc.intervals)
-        iv_report = IntervalReport(
+        iv_report = _out(IntervalReport,
             runtime=prof.id if prof is not None else "none (kind-default efficiencies)", hardware_class=pc.key, prefill=(ip.p10, ip.p90) if ip else None,
             decode=(idd.p10, idd.p90) if idd else None, decode_regime=regime,
             source=f"p10/p90 of measured / predicted speed, {prof.id if prof else 'default'} ({pc.key}); "
                    + (pc.fit.interval_source if pc.fit else "no fit record"))
     b = m.param_breakdown()
-    return Estimate(
+    return _out(Estimate,
         model=m.name, hardware=spec.id, hardware_name=spec.name, weights=fmt.name,
         weights_source=weights_source(m, fmt), kv_dtype=kvd, batch=batch,
         prompt=prompt, output=output, flash_attention=flash_attention, tp=tp, params_b=b["total"] / 1e9,
         active_params_b=b["active"] / 1e9, memory=memory, kv_cache=kv, prefill=prefill, decode=decode,
         end_to_end=e2e_r, roofline=roof,
-        engine=EngineReport(engine=mb.engine, kv_pool_gb=mb.kv_pool_bytes / GB, max_concurrency=mb.max_concurrency,
+        engine=_out(EngineReport, engine=mb.engine, kv_pool_gb=mb.kv_pool_bytes / GB, max_concurrency=mb.max_concurrency,
                             blocks=mb.blocks, fits=fits, rule=mb.rule),
-        efficiency=EfficiencyReport(**eff.model_dump()), warnings=warnings,
+        efficiency=_out(EfficiencyReport, **eff.__dict__), warnings=warnings,
         runtime=prof.id if prof is not None else None, intervals=iv_report,
-        host_pool=None if (hp := spec.memory.host_pool) is None else HostPoolReport(
+        host_pool=None if (hp := spec.memory.host_pool) is None else _out(HostPoolReport,
             capacity_gb=hp.capacity_gb, bandwidth_gbs=hp.bandwidth_gbs, link_gbs=hp.link_gbs, type=hp.type))

@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .catalog_index import folder_index, parsed
+from .catalog_index import by_identity, folder_index, parsed
 from .errors import PlannerError, unknown_id
 from .io import read_yaml, validated
 
@@ -58,7 +58,7 @@ VISIBLE_OVER_MARKETED_MAX = 1.2
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
 
 class HostPool(_Frozen):
@@ -226,7 +226,7 @@ class Efficiency(_Frozen):
     source: str = Field("", description="where these came from: kind default, device spec, calibration file")
 
 
-DATASHEET_EFFICIENCY = Efficiency(
+DATASHEET_EFFICIENCY = Efficiency.model_construct(  # constant, valid data (the validator is built when first needed)
     bandwidth_fraction=1.0, compute_fraction=1.0, kernel_overhead_us=0.0, step_overhead_ms=0.0, regime_curves=False,
     source="datasheet peaks (efficiency 1.0, no overheads, the plain roofline)",
 )
@@ -364,6 +364,11 @@ def efficiency_defaults() -> _EfficiencyDefaults:
 
 def default_efficiency(spec: HardwareSpec, unit: ComputeUnit) -> Efficiency:
     """The device's own override if its spec has one, else the documented default for the unit's kind."""
+    return by_identity("default_efficiency", (spec, unit, efficiency_defaults()),
+                       lambda: _default_efficiency(spec, unit))
+
+
+def _default_efficiency(spec: HardwareSpec, unit: ComputeUnit) -> Efficiency:
     if spec.efficiency is not None:
         eff = spec.efficiency
         return eff if eff.source else eff.model_copy(update={"source": f"hardware spec {spec.id}"})

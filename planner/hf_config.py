@@ -32,7 +32,7 @@ Real = Annotated[float, Field(allow_inf_nan=False)]
 class HFFields(BaseModel):
     """The config.json fields the importer reads (after family aliases). Unknown fields are ignored."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)  # (built when first validated)
 
     hidden_size: Width
     num_hidden_layers: Layers
@@ -415,7 +415,7 @@ def _map_layer_types(types: list[str], L: int) -> tuple[str, ...]:
 
 
 class _Vision(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     model_type: str | None = None
     hidden_size: Width
     intermediate_size: Annotated[StrictInt, Field(gt=0, le=10_000_000)]

@@ -17,10 +17,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
-from .ops import decode_ops, prefill_ops
-from .roofline import DeviceModel, step_time_s, time_ops
+from .lazy import np
+from .ops import _f, decode_ops, prefill_ops, totals
+from .replay import Replayed
+from .roofline import DeviceModel, _flt, step_bound, step_time_s, time_ops
 
 
 def prefill_time_s(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, past=0, flash_attention=True):
@@ -40,10 +40,10 @@ def sum_max_affine(x0, dx, y0, dy, k):
         d0, s = x0 - y0, dx - dy
         total_y = k * y0 + dy * k * (k - 1) / 2
         lo, hi = 0.0, k - 1
-        if s > 0:
-            lo = max(0.0, float(math.floor(-d0 / s)) + 1)
+        if s > 0:  # (an int n + 1.0 is float(n) + 1: the same float, and a replay records it)
+            lo = max(0.0, math.floor(-d0 / s) + 1.0)
         elif s < 0:
-            hi = min(k - 1, float(math.ceil(-d0 / s)) - 1)
+            hi = min(k - 1, math.ceil(-d0 / s) - 1.0)
         elif not d0 > 0:
             lo = k
         cnt = max(hi - lo + 1, 0.0)
@@ -254,8 +254,8 @@ def _decode_sum_scalar(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output
                        first=None):
     """decode_sum_s for one configuration on one device: the same closed form, the operators timed at each
     context column on plain floats (planner.ops and planner.roofline take the scalar path)."""
-    B, P = float(batch), float(prompt)
-    n = max(float(output) - 1, 0.0)
+    B, P = _f(batch), _f(prompt)
+    n = max(_f(output) - 1, 0.0)
     W = m.attention_window
     cols = [P, P + 1, P + max(n - 1, 0.0)] + ([max(P, float(W))] if W else [])
     ots = [first if (first is not None and j == 0) else time_ops(decode_ops(m, fmt, kv_dtype, B, x, flash_attention), dev)
@@ -264,18 +264,18 @@ def _decode_sum_scalar(m, fmt, kv_dtype, dev: DeviceModel, batch, prompt, output
     ovh = sum(ot.overhead_s for ot in ots[0])
     total = last = 0.0
     for i, a in enumerate(ots[0]):
-        C0, M0 = float(a.compute_s), float(a.memory_s)
+        C0, M0 = _flt(a.compute_s), _flt(a.memory_s)
         b = ots[1][i]
-        dC, dM = float(b.compute_s) - C0, float(b.memory_s) - M0
+        dC, dM = _flt(b.compute_s) - C0, _flt(b.memory_s) - M0
         if W and a.op.name.endswith("_local"):
             k = min(max(W - P, 0.0), n)
             w = ots[3][i]
-            flat = (n - k) * max(float(w.compute_s), float(w.memory_s))
+            flat = (n - k) * max(_flt(w.compute_s), _flt(w.memory_s))
         else:
             k, flat = n, 0.0
         total += sum_max_affine(C0, dC, M0, dM, k) + flat
         z = ots[2][i]
-        last += max(float(z.compute_s), float(z.memory_s))
+        last += max(_flt(z.compute_s), _flt(z.memory_s))
     total += n * (ovh + step_ovh)
     last += ovh + step_ovh
     return (total, last) if with_last else total
@@ -297,3 +297,46 @@ def _decode_sum_sampled(batch, prompt, output, samples, step_s, with_last):
     t = step_s(B, past)
     total = np.sum(np.where(valid, t[..., :samples], 0.0), axis=-1) * (n[..., 0] / kk[..., 0])
     return (total, t[..., samples]) if with_last else total
+
+
+# ---------------------------------------------------------------- one configuration (what estimate() reads)
+
+
+def point_latency(m, fmt, kv_dtype, dev: DeviceModel, flash_attention, batch, prompt, output):
+    """The latency figures of one configuration on one device (no tensor parallelism), on plain floats:
+
+    (prefill step s, prefill bound, prefill flops, prefill bytes, first decode step s, decode bound,
+     decode bytes per step, weight bytes per step, KV bytes per step, sum of the output - 1 decode steps s,
+     last decode step s)
+
+    the prefill and the first decode step from their operators (time_ops of prefill_ops / decode_ops), the
+    decode sum in closed form (decode_sum_s, reusing the first step's operator times)."""
+    p_times = time_ops(prefill_ops(m, fmt, kv_dtype, batch, prompt, 0, flash_attention), dev)
+    p_tot = totals([ot.op for ot in p_times])
+    d_times = time_ops(decode_ops(m, fmt, kv_dtype, batch, prompt, flash_attention), dev)
+    d_tot = totals([ot.op for ot in d_times])
+    d_sum, d_last = decode_sum_s(m, fmt, kv_dtype, dev, batch, prompt, output, flash_attention, with_last=True,
+                                 first=d_times)
+    return (step_time_s(p_times, dev), step_bound(p_times), p_tot["flops"], p_tot["bytes"],
+            step_time_s(d_times, dev), step_bound(d_times), d_tot["bytes"], d_tot["weight_bytes"],
+            d_tot["kv_read_bytes"] + d_tot["kv_write_bytes"], d_sum, d_last)
+
+
+def stage_op_times(m, fmt, kv_dtype, dev: DeviceModel, stage: str, batch, prompt, flash_attention=True):
+    """The operator times of the prefill of `prompt` tokens, or of the first decode step after it (the per-op
+    tables of an estimate, built when read)."""
+    if stage == "prefill":
+        return time_ops(prefill_ops(m, fmt, kv_dtype, batch, prompt, 0, flash_attention), dev)
+    return time_ops(decode_ops(m, fmt, kv_dtype, batch, prompt, flash_attention), dev)
+
+
+_POINT = Replayed(point_latency)
+
+
+def point_latency_fast(m, fmt, kv_dtype, dev: DeviceModel, flash_attention, batch, prompt, output):
+    """point_latency, the same floats (planner.replay): from the third call for a (model, format, KV dtype,
+    FlashAttention, device model) on, its float operations are replayed as straight-line code instead of running
+    the operator records (the workload numbers change freely; a branch the recording did not take runs the
+    reference, and may be recorded in turn: planner.replay.Replayed). A one-off CLI run pays no recording."""
+    return _POINT((id(m), id(fmt), kv_dtype, flash_attention, id(dev)), (m, fmt, kv_dtype, dev, flash_attention),
+                  (_f(batch), _f(prompt), _f(output)))

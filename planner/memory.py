@@ -19,15 +19,16 @@ T = min(B*S, C) and n = min(B, T): a 100k-token prompt costs a chunk's activatio
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, replace
-from functools import lru_cache
-
-import numpy as np
 
 from .architecture import ModelArch
+from .catalog_index import by_identity
 from .errors import PlannerError
+from .lazy import np
 from .ops import kv_bytes_per_token_per_layer, state_bytes_per_sequence, weight_bytes
 from .quantization import WeightFormat, activation_bytes
+from .replay import Replayed, as_float, as_int
 
 ENGINES = ("none", "vllm", "trtllm", "sglang", "llamacpp")
 VLLM_VERSIONS = ("v0.2", "v0", "v1")
@@ -55,9 +56,8 @@ CUDA_GRAPH_MAX_BATCH = 512             # vLLM's largest captured decode batch (c
 
 # ---------------------------------------------------------------- weights (cached: the limits evaluate plans often)
 
-@lru_cache(maxsize=512)
 def _weights(m: ModelArch, fmt: WeightFormat) -> float:
-    return weight_bytes(m, fmt)
+    return by_identity("weight_bytes", (m, fmt), lambda: weight_bytes(m, fmt))  # (hashing a ModelArch is slow)
 
 
 # ---------------------------------------------------------------- activations
@@ -70,13 +70,21 @@ def _i_eff(m: ModelArch) -> int:
     return m.intermediate_size
 
 
-_SCALARS = frozenset({int, float, bool, np.float64, np.float32, np.int64, np.int32})
+_PLAIN = frozenset({int, float, bool})
+_NP_SCALARS: frozenset = frozenset()
 
 
 def _scalar(*xs) -> bool:
-    """All plain numbers (then the formulas run on floats, without numpy's per-call cost)."""
+    """All plain numbers, numpy's float64/float32/int64/int32 scalars included (then the formulas run on floats,
+    without numpy's per-call cost)."""
+    global _NP_SCALARS
     for x in xs:
-        if x.__class__ not in _SCALARS:
+        c = x.__class__
+        if c not in _PLAIN and c not in _NP_SCALARS:
+            if not _NP_SCALARS and "numpy" in sys.modules:  # (no numpy scalar exists before numpy is imported)
+                _NP_SCALARS = frozenset({np.float64, np.float32, np.int64, np.int32})
+                if c in _NP_SCALARS:
+                    continue
             return False
     return True
 
@@ -84,7 +92,7 @@ def _scalar(*xs) -> bool:
 def pass_tokens(batch, prompt, chunk_tokens=None):
     """Tokens in the largest forward pass of a prefill: B*S, or min(B*S, C) under chunked prefill."""
     if _scalar(batch, prompt):
-        t = float(batch) * float(prompt)
+        t = as_float(batch) * as_float(prompt)
         return t if chunk_tokens is None else min(t, float(chunk_tokens))
     t = np.asarray(batch, dtype=np.float64) * np.asarray(prompt, dtype=np.float64)
     return t if chunk_tokens is None else np.minimum(t, float(chunk_tokens))
@@ -95,7 +103,7 @@ def forward_bytes_peak(m: ModelArch, fmt: WeightFormat, tokens, context, past=0,
 
     context: keys each query attends (S; only the quadratic term without FlashAttention uses it)."""
     if _scalar(tokens, context, past):  # plain floats: the same formula, without numpy's per-call cost
-        T, S, P, mx = float(tokens), float(context), float(past), max
+        T, S, P, mx = as_float(tokens), as_float(context), as_float(past), max
     else:
         T, S, P = (np.asarray(x, dtype=np.float64) for x in (tokens, context, past))
         mx = np.maximum
@@ -110,14 +118,14 @@ def forward_bytes_peak(m: ModelArch, fmt: WeightFormat, tokens, context, past=0,
 
 def logits_bytes(m: ModelArch, rows):
     """fp32 logits of `rows` sequences: rows x V x 4."""
-    return (float(rows) if _scalar(rows) else np.asarray(rows, dtype=np.float64)) * m.vocab_size * 4.0
+    return (as_float(rows) if _scalar(rows) else np.asarray(rows, dtype=np.float64)) * m.vocab_size * 4.0
 
 
 def activation_bytes_peak(m: ModelArch, fmt: WeightFormat, batch, prompt, past=0, flash_attention=True, tp: int = 1,
                           chunk_tokens=None):
     """Peak transient activation bytes of a prefill of `batch` x `prompt` tokens per device (module docstring)."""
     T = pass_tokens(batch, prompt, chunk_tokens)
-    n = min(float(batch), T) if _scalar(batch, T) else np.minimum(np.asarray(batch, dtype=np.float64), T)
+    n = min(as_float(batch), T) if _scalar(batch, T) else np.minimum(np.asarray(batch, dtype=np.float64), T)
     return forward_bytes_peak(m, fmt, T, prompt, past, flash_attention, tp) + logits_bytes(m, n)
 
 
@@ -145,9 +153,9 @@ def runtime_overhead_bytes(spec, m: ModelArch | None = None, fmt: WeightFormat |
     return base + nccl + graphs + float(draft_kv_bytes)
 
 
-@lru_cache(maxsize=512)
 def _graph_pool_bytes(m: ModelArch, fmt: WeightFormat, tp: int) -> float:
-    return float(forward_bytes_peak(m, fmt, CUDA_GRAPH_MAX_BATCH, 1, 0, True, tp))
+    return by_identity(("graph_pool_bytes", tp), (m, fmt),
+                       lambda: float(forward_bytes_peak(m, fmt, CUDA_GRAPH_MAX_BATCH, 1, 0, True, tp)))
 
 
 def _efficiency_overhead_gb(kind: str) -> float:
@@ -178,7 +186,7 @@ def kv_seq_bytes(m: ModelArch, kv_dtype: str, context, capped: bool = True):
     local layers (sliding window or chunked) at most W tokens if capped, linear-attention / SSM layers a constant
     state (planner.ops.state_bytes_per_sequence)."""
     scalar = _scalar(context)
-    c = float(context) if scalar else np.asarray(context, dtype=np.float64)
+    c = as_float(context) if scalar else np.asarray(context, dtype=np.float64)
     per = kv_bytes_per_token_per_layer(m, kv_dtype)
     state = state_bytes_per_sequence(m)
     if m.num_local_layers and capped:
@@ -345,9 +353,9 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
     W = _weights(m, fmt) / (tp * pp)
     ctx = prompt + output
     capped = window_capped(engine, m, s.vllm_version)
-    per_seq = float(kv_seq_bytes(m, kv_dtype, ctx, capped)) / (kv_ways * pp)
+    per_seq = as_float(kv_seq_bytes(m, kv_dtype, ctx, capped)) / (kv_ways * pp)
     chunk = engine_chunk_tokens(engine, s)
-    act = float(activation_bytes_peak(m, fmt, batch, prompt, 0, flash_attention, tp, chunk))
+    act = as_float(activation_bytes_peak(m, fmt, batch, prompt, 0, flash_attention, tp, chunk))
     graphs = s.cuda_graphs and spec.kind == "gpu"
     if engine == "vllm":
         util = s.gpu_memory_utilization or VLLM_GPU_MEMORY_UTILIZATION
@@ -368,10 +376,10 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
         seq_bytes = per_seq_blocks * block + state
         conc = pool / seq_bytes if seq_bytes > 0 else math.inf
         if state == 0:
-            blocks = int(pool // block)
+            blocks = as_int(pool // block)
             conc = blocks / per_seq_blocks
         else:  # the attention blocks left beside the states of the requested batch's sequences
-            blocks = int(max(0.0, pool - batch * state) // block) if block > 0 else None
+            blocks = as_int(max(0.0, pool - batch * state) // block) if block > 0 else None
         kv_need = batch * seq_bytes
         rule = (f"vLLM {s.vllm_version}: gpu_memory_utilization={util:g}, block_size={s.block_size}, profiling run "
                 f"{'max_num_batched_tokens' if s.vllm_version == 'v1' else 'max(max_model_len, 2048)'} tokens, "
@@ -410,6 +418,29 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
                            free / per_seq if per_seq else math.inf, None,
                            "weights + KV(batch x context) + activations + overhead"
                            + (f", prefill chunk {chunk} tokens" if chunk else ""))
+
+
+def _plan_memory_fields(m, fmt, kv_dtype, spec, engine, settings, tp, kv_ways, flash_attention, batch, prompt,
+                        output) -> tuple:
+    mb = plan_memory(m, fmt, kv_dtype, batch, prompt, output, spec, engine, settings, tp, kv_ways, flash_attention)
+    return tuple(getattr(mb, f) for f in _BREAKDOWN_FIELDS)
+
+
+_BREAKDOWN_FIELDS = tuple(MemoryBreakdown.__dataclass_fields__)
+_PLAN = Replayed(_plan_memory_fields)
+
+
+def plan_memory_fast(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prompt: int, output: int, spec,
+                     engine: str = "none", settings: EngineSettings = DEFAULT_SETTINGS, tp: int = 1, kv_ways: int = 1,
+                     flash_attention: bool = True) -> MemoryBreakdown:
+    """plan_memory, its float operations replayed from the third call for the same model, format, KV dtype,
+    device spec and engine settings on (planner.replay: the same numbers)."""
+    if not (batch.__class__ is int and prompt.__class__ is int and output.__class__ is int):
+        return plan_memory(m, fmt, kv_dtype, batch, prompt, output, spec, engine, settings, tp, kv_ways,
+                           flash_attention)
+    return MemoryBreakdown(*_PLAN((id(m), id(fmt), kv_dtype, id(spec), engine, settings, tp, kv_ways, flash_attention),
+                                  (m, fmt, kv_dtype, spec, engine, settings, tp, kv_ways, flash_attention),
+                                  (batch, prompt, output)))
 
 
 # ---------------------------------------------------------------- largest batch and longest context (closed forms)

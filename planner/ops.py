@@ -21,9 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from .architecture import ModelArch
+from .lazy import np
 from .quantization import WeightFormat, activation_bytes, kv_bytes_per_element, kv_bytes_per_token_layer
 
 # compute classes: which peak an op runs at

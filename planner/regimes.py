@@ -45,10 +45,13 @@ KV / weight formats the hardware does not run natively:
 
 from __future__ import annotations
 
+import math
+
 from functools import lru_cache
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+from .lazy import np
 
 RIDGE_SHARPNESS = 4.0
 GROUPED_TILE_M = 64
@@ -57,8 +60,15 @@ FP8_KV_EMULATION = 2.75     # KV read time / fp8 bytes time on units without fp8
 _LOW_BIT = ("fp4", "int4")  # tensor dtypes a weight-only format never computes in
 
 
+def fmax(a: float, b: float) -> float:
+    """np.maximum on two floats: the larger, NaN if either is NaN (the first on a tie)."""
+    return a if (a >= b or a != a) else b
+
+
 def small_m_efficiency(m_tokens, tile_m: int = 64):
     """M / (ceil(M / tile_m) x tile_m): share of a tile's rows that are real tokens."""
+    if m_tokens.__class__ is float:  # one GEMM: the same IEEE steps on a float (ceil is exact either way)
+        return m_tokens / (math.ceil(m_tokens / tile_m) * float(tile_m))
     m = np.asarray(m_tokens, dtype=np.float64)
     return m / (np.ceil(m / tile_m) * tile_m)
 
@@ -76,6 +86,9 @@ def gemm_efficiency(m_tokens, n: int, sm_count: int, tile_m: int = 128, tile_n: 
 
 def ridge_rolloff_time(compute_s, memory_s, p: float = RIDGE_SHARPNESS):
     """(t_c^p + t_m^p)^(1/p): >= max(t_c, t_m), 2^(1/p) x it at the ridge (t_c = t_m)."""
+    if compute_s.__class__ is float and memory_s.__class__ is float:  # one GEMM: floats, np.maximum's NaN rule
+        hi = fmax(fmax(compute_s, memory_s), 1e-300)
+        return hi * ((compute_s / hi) ** p + (memory_s / hi) ** p) ** (1.0 / p)
     c, m = np.asarray(compute_s, dtype=np.float64), np.asarray(memory_s, dtype=np.float64)
     hi = np.maximum(np.maximum(c, m), 1e-300)
     return hi * ((c / hi) ** p + (m / hi) ** p) ** (1.0 / p)
@@ -86,6 +99,9 @@ def tile_padding_efficiency(rows, tile_m: int):
     GEMM libraries pick a GEMV / split-K / smaller-tile kernel for a GEMM of fewer rows than their tile (measured:
     aiconfigurator's bf16 GEMMs on an H100 take the same time for M = 1..128, at 65-80% of bandwidth), so only the
     rows past a whole tile pad: M = 129 in 128-row tiles does the work of 256 rows (129/256)."""
+    if rows.__class__ is float:  # one GEMM
+        r = fmax(rows, 1e-9)
+        return small_m_efficiency(r, tile_m) if r > tile_m else 1.0
     r = np.maximum(np.asarray(rows, dtype=np.float64), 1e-9)
     return np.where(r > tile_m, small_m_efficiency(r, tile_m), 1.0)
 
@@ -129,7 +145,7 @@ def matmul_preferences(compute_dtypes: tuple[str, ...], weight_only: bool) -> tu
 class GemmRegime(BaseModel):
     """Shared GEMM shape constants fitted to measured kernel timings (planner/accuracy/kernel_tables.py)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
     tile_m: int = Field(ge=1, le=1024, strict=True, description="row tile of dense weight GEMMs")
     ridge_sharpness: float = Field(ge=1.0, le=64.0, strict=True, description="p of ridge_rolloff_time")
     grouped_tile_m: int = Field(ge=1, le=1024, strict=True, description="row tile of grouped MoE expert GEMMs")
@@ -159,13 +175,13 @@ class DecodeAttentionRegime(BaseModel):
     split-KV 0.44). The fit is flat for chunks <= 128 (32 is the grid's edge, not identified): TensorRT-LLM's
     split-KV kernels saturate bandwidth from 256 tokens of context on."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
     split_kv_chunk: int = Field(ge=0, le=1 << 20, strict=True, description="tokens per split-KV chunk; 0 = none")
     ctas_per_sm: float = Field(gt=0, le=64, description="resident CTAs per SM that saturate bandwidth")
 
 
 class RegimeConstants(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
     gemm: GemmRegime
     decode_attention: DecodeAttentionRegime | None = None
     provenance: dict
@@ -214,5 +230,8 @@ def weight_gemm_time_s(compute_s, memory_s, rows, gemm: GemmRegime, kernel_compu
     OpCost does not carry (fused projections), so it is not applied here. Returns (time, compute time used)."""
     tile = gemm.grouped_tile_m if grouped else gemm.tile_m
     eff = tile_padding_efficiency(rows, tile)
+    if compute_s.__class__ is float and kernel_compute_s.__class__ is float and eff.__class__ is float:  # one GEMM
+        t_c = fmax(compute_s, kernel_compute_s / eff)
+        return ridge_rolloff_time(t_c, memory_s, gemm.ridge_sharpness), t_c
     t_c = np.maximum(np.asarray(compute_s, dtype=np.float64), np.asarray(kernel_compute_s, dtype=np.float64) / eff)
     return ridge_rolloff_time(t_c, memory_s, gemm.ridge_sharpness), t_c

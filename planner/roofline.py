@@ -16,14 +16,15 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-import numpy as np
-
+from .catalog_index import by_identity
 from .errors import PlannerError
 from .hardware import ComputeUnit, Efficiency, HardwareSpec, default_efficiency
+from .lazy import np
 from .ops import ATTENTION, MATMUL, VECTOR, OpCost
 from .quantization import WeightFormat
-from .regimes import (GROUPED_GEMM_OPS, GemmRegime, gemm_regime_for, kv_read_factor, matmul_preferences,
-                      weight_gemm_time_s)
+from .regimes import (GROUPED_GEMM_OPS, GemmRegime, fmax, gemm_regime_for, kv_read_factor, matmul_preferences,
+                      regime_constants, weight_gemm_time_s)
+from .replay import as_float
 from .units import GB, TERA, US
 
 _PLAIN = (float, int)
@@ -71,11 +72,13 @@ def unit_request_proxy_s(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightForma
     eff = default_efficiency(spec, unit)
     peak = unit.peak_tflops[matmul_dtype(unit, fmt)] * TERA * eff.compute_fraction
     bw = min(spec.memory.bandwidth_gbs, unit.bandwidth_gbs or spec.memory.bandwidth_gbs) * GB * eff.bandwidth_fraction
+    if prompt.__class__ in _PLAIN and output.__class__ in _PLAIN:  # one request: the same steps on floats
+        return 2.0 * float(prompt) / peak + float(output) * fmt.bytes_per_weight / bw
     return 2.0 * np.asarray(prompt, dtype=np.float64) / peak + np.asarray(output, dtype=np.float64) * fmt.bytes_per_weight / bw
 
 
 def capable_units(spec: HardwareSpec, fmt: WeightFormat) -> list[ComputeUnit]:
-    return [u for u in spec.units if unit_supports(u, fmt)]
+    return list(by_identity("capable_units", (spec, fmt), lambda: [u for u in spec.units if unit_supports(u, fmt)]))
 
 
 def select_unit(spec: HardwareSpec, fmt: WeightFormat, name: str | None = None, prompt=512,
@@ -93,6 +96,8 @@ def select_unit(spec: HardwareSpec, fmt: WeightFormat, name: str | None = None, 
     able = capable_units(spec, fmt)
     if not able:
         raise PlannerError(f"--weights: no compute unit of {spec.id} runs format {fmt.name}")
+    if len(able) == 1:  # (what min() returns for one unit)
+        return able[0]
     return min(able, key=lambda u: float(unit_request_proxy_s(spec, u, fmt, prompt, output)))
 
 
@@ -133,6 +138,14 @@ class DeviceModel:
 
 
 def device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff: Efficiency) -> DeviceModel:
+    """The device model of a unit for a weight format under an efficiency set (built once per set of objects)."""
+    # the committed fit gemm_regime_for reads (refitted by `planner accuracy --fit-kernels`, which clears its cache)
+    fit = regime_constants() if unit.sm_count is not None else None
+    return by_identity("device_model", (spec, unit, fmt, eff, fit),
+                       lambda: _device_model(spec, unit, fmt, eff))
+
+
+def _device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff: Efficiency) -> DeviceModel:
     dtypes = {MATMUL: matmul_dtype(unit, fmt)}
     first = fmt.compute_dtypes[0]
     act_pref = ((first,) if first in ("fp32", "fp16", "bf16") else ()) + _CLASS_DTYPES[ATTENTION]
@@ -225,7 +238,7 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
     if half is None:
         half = getattr(dev.efficiency, "compute_half_rows", 0.0)
     dq = getattr(dev, "dequant_factor", 1.0)
-    cap = getattr(dev, "matmul_cap_flops", np.inf)
+    cap = getattr(dev, "matmul_cap_flops", math.inf)
     if half.__class__ in _PLAIN and dq.__class__ in _PLAIN and cap.__class__ in _PLAIN:  # one device
         refine = bool(half) or dq != 1.0 or math.isfinite(cap)
     else:
@@ -259,11 +272,13 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
             peak = peak / (1.0 + kv_dq[op.kv_dtype])
         t, c, m = roofline_time_s(op.flops, op_bytes(op, getattr(dev, "unit_dtypes", None), kv_copy), peak, bw)
         if weight_gemm and regime_on:  # tile padding and the ridge roll-off (planner.regimes)
-            t_r, c_r = weight_gemm_time_s(c, m, rows, gemm_regime, np.asarray(op.flops, dtype=np.float64) / kernel_peak,
-                                          op.name in GROUPED_GEMM_OPS)
+            kernel_c = (op.flops / kernel_peak if op.flops.__class__ is float and kernel_peak.__class__ is float
+                        else np.asarray(op.flops, dtype=np.float64) / kernel_peak)
+            t_r, c_r = weight_gemm_time_s(c, m, rows, gemm_regime, kernel_c, op.name in GROUPED_GEMM_OPS)
             # both parts scaled by t / max(c, m): max(compute_s, memory_s) = time (latency.decode_sum_s sums the
             # max of the two), their ratio (the bound) unchanged
-            stretch = t_r / np.maximum(np.maximum(c_r, m), 1e-300)
+            stretch = t_r / (fmax(fmax(c_r, m), 1e-300) if c_r.__class__ is float and m.__class__ is float
+                             else np.maximum(np.maximum(c_r, m), 1e-300))
             if applies is True:
                 t, c, m = t_r, c_r * stretch, m * stretch
             else:
@@ -290,7 +305,7 @@ def op_bytes(op: OpCost, unit_dtypes, kv_cache_copy=False) -> np.ndarray | float
     if f == 1.0 and (copy.__class__ is float and copy == 0.0):
         return op.bytes
     kv = op.kv_read_bytes
-    return op.bytes + (f - 1.0 + copy) * (float(kv) if kv.__class__ in _PLAIN else np.asarray(kv, dtype=np.float64))
+    return op.bytes + (f - 1.0 + copy) * (as_float(kv) if kv.__class__ in _PLAIN else np.asarray(kv, dtype=np.float64))
 
 
 def step_time_s(op_times: list[OpTime], dev: DeviceModel):
@@ -298,13 +313,18 @@ def step_time_s(op_times: list[OpTime], dev: DeviceModel):
     return sum(ot.time_s for ot in op_times) + dev.efficiency.step_overhead_ms * 1e-3
 
 
+def _flt(x):
+    """float(x), x itself when it is a float already (what float() returns then; a replay stand-in passes through)."""
+    return x if x.__class__ is float else as_float(x)
+
+
 def step_bound(op_times: list[OpTime]):
     """What the step's time goes to: 'compute' or 'memory' (time of ops limited by each), or 'overhead'."""
     if all(ot.compute_s.__class__ in _PLAIN and ot.memory_s.__class__ in _PLAIN
            or np.ndim(ot.compute_s) == 0 and np.ndim(ot.memory_s) == 0 for ot in op_times):  # one configuration
-        comp = sum(float(ot.compute_s) for ot in op_times if ot.compute_s > ot.memory_s)
-        mem = sum(float(ot.memory_s) for ot in op_times if not ot.compute_s > ot.memory_s)
-        ovh = sum(float(ot.overhead_s) for ot in op_times)
+        comp = sum(_flt(ot.compute_s) for ot in op_times if ot.compute_s > ot.memory_s)
+        mem = sum(_flt(ot.memory_s) for ot in op_times if not ot.compute_s > ot.memory_s)
+        ovh = sum(_flt(ot.overhead_s) for ot in op_times)
         return "overhead" if ovh > comp and ovh > mem else ("compute" if comp > mem else "memory")
     comp = sum(np.where(ot.compute_s > ot.memory_s, ot.compute_s, 0.0) for ot in op_times)
     mem = sum(np.where(ot.compute_s > ot.memory_s, 0.0, ot.memory_s) for ot in op_times)

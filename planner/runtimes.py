@@ -28,8 +28,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .catalog_index import by_identity
 from .errors import PlannerError
-from .hardware import SPECS_DIR, ComputeUnit, Efficiency, HardwareSpec, UnitKind
+from .hardware import SPECS_DIR, ComputeUnit, Efficiency, HardwareSpec, UnitKind, efficiency_defaults
 from .io import read_yaml, validated
 
 RUNTIMES_DIR = Path(os.environ.get("PLANNER_RUNTIMES_DIR", SPECS_DIR / "runtimes"))
@@ -43,7 +44,7 @@ _ALIASES = {"llama.cpp": "llamacpp", "llama-cpp": "llamacpp", "tensorrt-llm": "t
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # (built when first validated)
 
 
 class Interval(_Frozen):
@@ -118,7 +119,9 @@ class RuntimeProfile(_Frozen):
 
 
 def runtime_paths() -> dict[str, Path]:
-    return {p.stem: p for p in sorted(RUNTIMES_DIR.glob("*.yaml"))}
+    """id -> path of hardware_specs/runtimes/*.yaml (the folder listed again only when it changes)."""
+    from .catalog_index import folder_index
+    return dict(folder_index(RUNTIMES_DIR))
 
 
 def list_runtime_ids() -> list[str]:
@@ -173,9 +176,14 @@ def default_interval_class() -> RuntimeClass | None:
     d = _default_intervals()
     if d is None:
         return None
-    from .hardware import efficiency_defaults
-    return RuntimeClass(vendor="any", unit_kind="gpu", efficiency=efficiency_defaults().by_unit_kind["gpu"],
-                        intervals=d.intervals, fit=ClassFit(
+    eff = efficiency_defaults()
+    return by_identity("default_interval_class", (d, eff), lambda: _default_interval_class(d, eff))
+
+
+def _default_interval_class(d: DefaultIntervals, defaults) -> RuntimeClass:
+    # built from validated parts (model_construct: the class's validator is not needed to wrap them)
+    return RuntimeClass.model_construct(vendor="any", unit_kind="gpu", efficiency=defaults.by_unit_kind["gpu"],
+                        intervals=d.intervals, fit=ClassFit.model_construct(
                             rows_fit=sum(iv.rows for iv in d.intervals.values()), devices_fit=[], devices_held_out=[],
                             interval_source=f"kind-default efficiencies vs {d.provenance.get('data', 'published rows')}"
                                             f" ({d.provenance.get('rows', '')})"))
@@ -217,6 +225,13 @@ def interval_regime(profile_class: RuntimeClass, stage: str, batch: int, moe: bo
     elif multi_gpu and (fit is None or fit.multi_gpu_rows == 0):
         factor *= EXTRAPOLATION_WIDEN
     return out if factor == 1.0 else widen(out, factor)
+
+
+def interval_for(profile_class: RuntimeClass, stage: str, batch: int, moe: bool = False, multi_gpu: bool = False,
+                 traits: tuple[str, ...] = ()) -> Interval | None:
+    """interval_regime, worked out once per profile class and arguments (it reads the batch only as batch == 1)."""
+    return by_identity(("interval_regime", stage, batch == 1, moe, multi_gpu, tuple(traits)), (profile_class,),
+                       lambda: interval_regime(profile_class, stage, batch, moe, multi_gpu, traits))
 
 
 def runtime_for_engine(engine: str | None, hardware=None) -> str | None:
