@@ -294,7 +294,8 @@ def _decode_sum_sampled(batch, prompt, output, samples, step_s, with_last):
     if with_last:
         past, last = np.broadcast_arrays(past, P + np.maximum(n - 1, 0))
         past = np.concatenate([past, last[..., :1]], axis=-1)
-    t = step_s(B, past)
+    # a model whose step does not depend on the context (attention-free SSMs) may return one time for every sample
+    t = np.broadcast_to(step_s(B, past), np.broadcast_shapes(np.shape(B), past.shape))
     total = np.sum(np.where(valid, t[..., :samples], 0.0), axis=-1) * (n[..., 0] / kk[..., 0])
     return (total, t[..., samples]) if with_last else total
 

@@ -112,3 +112,17 @@ def test_pipeline_handoff_in_step():
     two = StepModel.build(m, fmt, "fp16", dev, pp=2, pp_link=link, max_tokens=64)
     # one hand-off between 2 stages: 8 tokens x 4096 x 2 bytes over 50 GB/s + 25 us
     assert two.decode_time(8, 8000) - one.decode_time(8, 8000) == pytest.approx(8 * 4096 * 2 / 50e9 + 25e-6)
+
+
+def test_attention_free_model_under_tensor_parallelism_has_a_constant_decode_step():
+    """Mamba-2 (no attention layer) holds a constant state: its TP decode step does not depend on the context, so the
+    sampled decode sum must broadcast one step time over its samples (it raised IndexError before) and TPOT equals the
+    first and the last step."""
+    from planner import estimate
+
+    e = estimate("mamba-codestral-7b", "l40s", tp=8, prompt=512, output=128)
+    d = e.decode
+    assert d.latency_ms_per_token == pytest.approx(d.latency_ms_first, rel=1e-12)
+    assert d.latency_ms_last == pytest.approx(d.latency_ms_first, rel=1e-12)
+    assert e.end_to_end.latency_s == pytest.approx(e.prefill.latency_ms / 1e3 + 127 * d.latency_ms_first / 1e3,
+                                                   rel=1e-9)
