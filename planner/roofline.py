@@ -248,7 +248,8 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
     kernel_peak = getattr(dev, "kernel_peak_flops", 0.0)
     launch = getattr(dev, "gemm_launch_s", 0.0)  # 0 on devices where the regime does not apply
     kv_copy = getattr(dev.efficiency, "kv_cache_copy", False)  # a bool, or 0/1 per stacked device
-    if kv_copy.__class__ is np.ndarray and not kv_copy.any():  # stacked devices, none of which copies its cache
+    if kv_copy.__class__ not in _PLAIN and kv_copy.__class__ is not bool and not kv_copy.any():
+        # stacked devices (an array: the class test reads no numpy on the one-device path), none copies its cache
         kv_copy = False  # op_bytes adds 2 x 0 x the KV read: the same bytes
     if kernel_peak.__class__ in _PLAIN:  # one device
         applies = kernel_peak > 0
