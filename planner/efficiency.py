@@ -85,13 +85,5 @@ def _runtime_efficiency(prof, spec: HardwareSpec, unit: ComputeUnit) -> Efficien
 
 def efficiency_origin(spec: HardwareSpec, unit: ComputeUnit, mode: str | Efficiency = "auto", runtime=None) -> str:
     """Which rule of the precedence above resolve_efficiency applies: explicit, datasheet, runtime, calibration,
-    device or default."""
-    if isinstance(mode, Efficiency):
-        return "explicit"
-    if mode == "datasheet":
-        return "datasheet"
-    if runtime is not None:
-        return "runtime"
-    if mode == "auto" and _calibrated(spec.id, unit.name) is not None:
-        return "calibration"
-    return "device" if spec.efficiency is not None else "default"
+    device or default (the one precedence, resolve_with_origin)."""
+    return resolve_with_origin(spec, unit, mode, runtime)[1]
