@@ -249,6 +249,8 @@ class RooflineReport(_Out):
     bandwidth_gbs: float
     ridge_flop_per_byte: float
     effective_ridge_flop_per_byte: float
+    effective_bandwidth_gbs: float = 0.0  # roofline.effective_bandwidth_bytes_s / 1e9 (bandwidth_fraction, SM cap)
+    sm_count: int = 0                     # the unit's SMs, 0 where its spec lists none
 
 
 class EngineReport(_Out):
@@ -269,11 +271,13 @@ class EfficiencyReport(_Out):
     dequant_overhead: dict[str, float] = {}
     format_half_rows: dict[str, float] = {}
     class_compute_fraction: dict[str, float] = {}
+    format_compute_fraction: dict[str, float] = {}
     kv_dequant_overhead: dict[str, float] = {}
     fp16_accumulate: bool = False
     matmul_tflops_per_watt: float = 0.0
     regime_curves: bool = True  # the kernel-fitted GEMM regime curve (planner.regimes) where it applies
     kv_cache_copy: bool = False  # the runtime copies its KV cache every decode step (Efficiency.kv_cache_copy)
+    sm_bandwidth_gbs: float = 0.0  # bandwidth one SM sustains (Efficiency.sm_bandwidth_gbs), 0 = no cap
     source: str
 
 
@@ -523,7 +527,8 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
                            output_tokens_per_s_total=ok(batch * output / e2e), **e_iv)
     roof = _out(RooflineReport, unit=dev.unit, dtypes=dev.dtypes, peak_tflops=dev.peak_tflops, bandwidth_gbs=dev.bandwidth_gbs,
                           ridge_flop_per_byte=dev.ridge_flop_per_byte,
-                          effective_ridge_flop_per_byte=dev.eff_peak_flops[MATMUL] / dev.eff_bandwidth_bytes_s)
+                          effective_ridge_flop_per_byte=dev.eff_peak_flops[MATMUL] / dev.eff_bandwidth_bytes_s,
+                          effective_bandwidth_gbs=dev.eff_bandwidth_bytes_s / 1e9, sm_count=dev.sm_count)
     iv_report = None
     if pc is not None:
         regime = None if idd is None else next(k for k in (("decode", "throughput") if batch == 1 else

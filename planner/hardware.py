@@ -50,6 +50,7 @@ OverheadMs = Annotated[float, Field(ge=0, le=1e6, **_NUM)]             # per ste
 HalfRows = Annotated[float, Field(ge=0, le=1e9, **_NUM)]
 OverheadRatio = Annotated[float, Field(ge=0, le=1e6, **_NUM)]          # extra time as a fraction of the time
 TflopsPerWatt = Annotated[float, Field(ge=0, le=1e3, **_NUM)]
+SmBandwidthGBs = Annotated[float, Field(ge=0, le=1e4, **_NUM)]         # GB/s one SM sustains; 0 = no cap
 Year = Annotated[int, Field(ge=1990, le=2100, strict=True)]
 SmCount = Annotated[int, Field(ge=1, le=100_000, strict=True)]           # SMs / CUs per unit
 # Decimal GB the runtime sees may exceed the marketed figure: an "80 GB" HBM part is 80 GiB = 85.9e9 B.
@@ -206,6 +207,12 @@ class Efficiency(_Frozen):
     matmul_tflops_per_watt: TflopsPerWatt = Field(0.0, description=(
         "sustained weight-GEMM throughput per watt of board power (power.tdp_w): the effective matmul peak is "
         "min(peak x compute_fraction, tdp_w x this); 0 = no power cap (or the spec publishes no TDP)"))
+    format_compute_fraction: dict[str, Fraction] = Field(default_factory=dict, description=(
+        "weight format -> compute fraction of the weight GEMMs (op class matmul) in that format, replacing "
+        "compute_fraction and class_compute_fraction['matmul'] for them (formats not listed: those): a bf16 GEMM "
+        "and an fp8 GEMM are different kernels (cuBLASLt/hipBLASLt/CUTLASS), and one engine build can run one far "
+        "better than the other (vLLM 0.6.3 on ROCm bf16 against the 0.6.6 and 0.9.1 fp8 builds); fitted for formats "
+        "without a dequant_overhead that have enough rows of their own (planner/accuracy/fit.py own_fraction_formats)"))
     class_compute_fraction: dict[Literal["matmul", "attention", "vector"], Fraction] = Field(
         default_factory=dict, description=(
             "op class -> compute fraction for that class, replacing compute_fraction (classes not listed use "
@@ -223,6 +230,12 @@ class Efficiency(_Frozen):
         "the runtime re-allocates and copies its whole KV cache every decode step (Hugging Face transformers' "
         "DynamicCache appends with torch.cat per layer): each decode attention op then moves its cache twice more, "
         "one read and one write, 3 x the KV bytes in all (planner/roofline.py op_bytes)"))
+    sm_bandwidth_gbs: SmBandwidthGBs = Field(0.0, description=(
+        "memory bandwidth one SM (CU) sustains in the runtime's memory-bound kernels, GB/s: the effective bandwidth "
+        "is min(bandwidth x bandwidth_fraction, sm_count x this) (planner/roofline.py effective_bandwidth_bytes_s). "
+        "Little's law: an SM keeps a bounded number of bytes in flight, so it pulls (bytes in flight) / (DRAM "
+        "latency) whatever the datasheet bandwidth; GPUs with many GB/s per SM (A100 18.9, H100 SXM 25.4 against "
+        "RTX 4090 7.9) reach a smaller share of it. 0 = no cap (also on units that list no sm_count)"))
     source: str = Field("", description="where these came from: kind default, device spec, calibration file")
 
 

@@ -66,9 +66,15 @@ def estimate_text(e: Estimate) -> str:
         "",
         f"Roofline: {r.peak_tflops['matmul']:g} TFLOP/s ({r.dtypes['matmul']}) / {r.bandwidth_gbs:g} GB/s -> ridge "
         f"{r.ridge_flop_per_byte:.0f} FLOP/byte",
-        f"Efficiency: bandwidth {e.efficiency.bandwidth_fraction:.2f}, compute {e.efficiency.compute_fraction:.2f}, "
+        f"Efficiency: bandwidth {e.efficiency.bandwidth_fraction:.2f}, compute {e.efficiency.compute_fraction:.2f}"
+        + (f" ({e.efficiency.format_compute_fraction[e.weights]:.2f} for {e.weights} GEMMs)"
+           if e.weights in e.efficiency.format_compute_fraction else "") + ", "
         f"{e.efficiency.kernel_overhead_us:g} us/op, {e.efficiency.step_overhead_ms:g} ms/step  [{e.efficiency.source}]",
     ]
+    if _sm_capped(e):
+        lines.append(f"Bandwidth capped at {r.effective_bandwidth_gbs:.0f} GB/s = {r.sm_count} SMs x "
+                     f"{e.efficiency.sm_bandwidth_gbs:g} GB/s per SM (the runtime's kernels), "
+                     f"{r.effective_bandwidth_gbs / r.bandwidth_gbs * 100:.0f}% of the datasheet")
     if e.intervals is not None:
         if e.runtime is None:
             lines.append("Ranges: p10-p90 of measured / predicted speed of the kind defaults against published "
@@ -78,6 +84,13 @@ def estimate_text(e: Estimate) -> str:
             lines.append(f"Ranges: p10-p90 of measured / predicted speed for {e.intervals.runtime} on "
                          f"{e.intervals.hardware_class} ({e.intervals.source})")
     return "\n".join(lines)  # warnings go to stderr (planner/cli.py), once, in every output mode
+
+
+def _sm_capped(e: Estimate) -> bool:
+    """The SM cap (Efficiency.sm_bandwidth_gbs) is what limits the effective bandwidth of this estimate."""
+    r = e.roofline
+    return (e.efficiency.sm_bandwidth_gbs > 0 and r.sm_count > 0 and r.effective_bandwidth_gbs
+            < r.bandwidth_gbs * e.efficiency.bandwidth_fraction * (1 - 1e-9))
 
 
 def explain(e: Estimate) -> dict:

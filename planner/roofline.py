@@ -71,10 +71,36 @@ def unit_request_proxy_s(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightForma
     faster; `prompt`/`output` may be arrays."""
     eff = default_efficiency(spec, unit)
     peak = unit.peak_tflops[matmul_dtype(unit, fmt)] * TERA * eff.compute_fraction
-    bw = min(spec.memory.bandwidth_gbs, unit.bandwidth_gbs or spec.memory.bandwidth_gbs) * GB * eff.bandwidth_fraction
+    bw = effective_bandwidth_bytes_s(unit_bandwidth_gbs(spec, unit), eff, unit.sm_count or 0)
     if prompt.__class__ in _PLAIN and output.__class__ in _PLAIN:  # one request: the same steps on floats
         return 2.0 * float(prompt) / peak + float(output) * fmt.bytes_per_weight / bw
     return 2.0 * np.asarray(prompt, dtype=np.float64) / peak + np.asarray(output, dtype=np.float64) * fmt.bytes_per_weight / bw
+
+
+def unit_bandwidth_gbs(spec: HardwareSpec, unit: ComputeUnit) -> float:
+    """Datasheet bandwidth a unit reaches: the memory's, or the unit's own where it lists a lower one."""
+    return min(spec.memory.bandwidth_gbs, unit.bandwidth_gbs or spec.memory.bandwidth_gbs)
+
+
+def effective_bandwidth_bytes_s(bandwidth_gbs, eff: Efficiency, sm_count=0):
+    """Bandwidth (B/s) memory-bound kernels reach:
+
+        min(bandwidth_gbs x bandwidth_fraction, sm_count x sm_bandwidth_gbs) x 1e9
+
+    the second term only where both are set (Efficiency.sm_bandwidth_gbs; the unit's sm_count): each SM keeps a
+    bounded number of bytes in flight, so by Little's law it sustains (bytes in flight) / (DRAM latency) GB/s,
+    and a GPU with more datasheet GB/s per SM than that cannot be saturated by those kernels. Fitted per engine and
+    hardware class (planner/accuracy/fit.py): llama.cpp's CUDA kernels sustain ~9 GB/s per SM, which is why an
+    A100 (2,039 GB/s, 108 SMs) decodes with them at ~48% of its bandwidth and an RTX 4090 (1,008 GB/s, 128 SMs) at
+    ~88% (xiongjiedai/GPU-Benchmarks-on-LLM-Inference; llama.cpp discussion 15013). bandwidth_gbs and sm_count may
+    be arrays (stacked sweep devices)."""
+    bw = bandwidth_gbs * GB * eff.bandwidth_fraction
+    per_sm = getattr(eff, "sm_bandwidth_gbs", 0.0)
+    if per_sm.__class__ in _PLAIN and sm_count.__class__ in _PLAIN and bw.__class__ in _PLAIN:
+        cap = sm_count * per_sm * GB
+        return bw if cap <= 0 else (cap if cap < bw else bw)
+    cap = np.asarray(sm_count, dtype=np.float64) * per_sm * GB
+    return np.where(cap > 0, np.minimum(bw, np.where(cap > 0, cap, np.inf)), bw)
 
 
 def capable_units(spec: HardwareSpec, fmt: WeightFormat) -> list[ComputeUnit]:
@@ -119,17 +145,24 @@ class DeviceModel:
     gemm_regime: GemmRegime | None = None   # weight-GEMM regime curve for this unit (regimes.gemm_regime_for)
     kernel_peak_flops: float = 0.0          # listed matmul peak x the regime's kernel_compute_fraction (FLOP/s)
     gemm_launch_s: float = 0.0              # fixed time per weight GEMM beyond a 16-bit one (GemmRegime.extra_launch_s)
+    sm_count: int = 0                       # the unit's SMs (CUs), 0 where the spec lists none
+    matmul_fraction: float = 0.0            # efficiency.format_compute_fraction[format], 0 = not listed
 
     @cached_property  # read once per operator timed: computed once per device model
     def eff_peak_flops(self) -> dict[str, float]:
-        """Peak x compute fraction per op class (class_compute_fraction[class] if set, else compute_fraction)."""
+        """Peak x compute fraction per op class: format_compute_fraction[format] for matmul where the profile
+        lists the format, else class_compute_fraction[class] if set, else compute_fraction."""
         eff = self.efficiency
         by_class = getattr(eff, "class_compute_fraction", None) or {}
-        return {c: p * TERA * by_class.get(c, eff.compute_fraction) for c, p in self.peak_tflops.items()}
+        out = {c: p * TERA * by_class.get(c, eff.compute_fraction) for c, p in self.peak_tflops.items()}
+        if self.matmul_fraction:
+            out[MATMUL] = self.peak_tflops[MATMUL] * TERA * self.matmul_fraction
+        return out
 
     @cached_property
     def eff_bandwidth_bytes_s(self) -> float:
-        return self.bandwidth_gbs * GB * self.efficiency.bandwidth_fraction
+        """effective_bandwidth_bytes_s: bandwidth x bandwidth_fraction, capped at sm_count x sm_bandwidth_gbs."""
+        return effective_bandwidth_bytes_s(self.bandwidth_gbs, self.efficiency, self.sm_count)
 
     @property
     def ridge_flop_per_byte(self) -> float:
@@ -154,7 +187,7 @@ def _device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff:
     for cls, d in dtypes.items():
         if d is None:  # a unit with a single listed dtype: run everything there
             dtypes[cls] = dtypes[MATMUL]
-    bw = min(spec.memory.bandwidth_gbs, unit.bandwidth_gbs or spec.memory.bandwidth_gbs)
+    bw = unit_bandwidth_gbs(spec, unit)
     dq = 1.0 + (eff.dequant_overhead or {}).get(fmt.name, 0.0)
     peaks = {c: unit.peak_tflops[d] for c, d in dtypes.items()}
     if getattr(eff, "fp16_accumulate", False):
@@ -166,7 +199,8 @@ def _device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff:
                            else (None, 0.0))
     launch = regime.extra_launch_s(dtypes[MATMUL]) if regime is not None else 0.0
     return DeviceModel(spec.id, unit.name, dtypes, peaks, bw, eff, fmt.bytes_per_weight, dq, cap, half,
-                       tuple(unit.peak_tflops), regime, kernel_peak, launch)
+                       tuple(unit.peak_tflops), regime, kernel_peak, launch, unit.sm_count or 0,
+                       (getattr(eff, "format_compute_fraction", None) or {}).get(fmt.name, 0.0))
 
 
 def unit_gemm_regime(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, dtype: str):

@@ -360,7 +360,7 @@ def roofline_frames(e: Estimate, spec: HardwareSpec):
     eff = e.efficiency
     mm = e.roofline.dtypes["matmul"]
     peak_eff = e.roofline.peak_tflops["matmul"] * eff.compute_fraction
-    bw_eff = bw * eff.bandwidth_fraction
+    bw_eff = e.roofline.effective_bandwidth_gbs * 1e9  # bandwidth_fraction and the SM cap (roofline)
     r_eff = peak_eff * 1e12 / bw_eff
     for x in (x_lo, r_eff, x_hi):
         roofs.append({"roof": f"effective {mm} ({peak_eff:.4g} TFLOP/s)", "dtype": mm, "intensity": x,

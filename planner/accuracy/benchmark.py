@@ -13,8 +13,8 @@
               default         the documented kind defaults (hardware_specs/defaults/efficiency.yaml)
             Levels other than `engine` are extrapolation: their residuals make the (wider) ranges of unmeasured
             engines.
-  range     [p10, p90] of the LOSO ratios of rows from *other* sources in the same regime (>= 10 rows; else all
-            other sources), each row weighted 1 / sqrt(rows of its source) (source_weights), widened
+  range     [p10, p90] of the LOSO ratios of rows from *other* sources in the same regime (>= 10 rows from >= 2
+            sources; else the same interval key, else all other sources), each row weighted 1 / sqrt(rows of its source) (source_weights), widened
             x EXTRAPOLATION_WIDEN in log space around the median when the row is predicted by extrapolation
   covered   ratio inside that range
 """
@@ -31,11 +31,12 @@ from ..hardware import load_hardware
 from ..quantization import weight_format
 from ..roofline import select_unit
 from .data import DATA_PATH, INTERVAL_KEY, REGIME_NAMES, load_rows
-from .fit import WEIGHT_FORMATS_SET, fit_design, predict_with
+from .fit import WEIGHT_FORMATS_SET, fit_design, own_fraction_formats, predict_with
 from .predict import Design, build_design, hardware_class, value_from_time
 
 MIN_FIT_ROWS = 5
 MIN_INTERVAL_ROWS = 10
+MIN_INTERVAL_SOURCES = 2  # a regime's range from one other source is that source's offset, not a spread
 EXTRAPOLATION_WIDEN = 1.3  # log-space widening of the range for a row predicted without its engine's class data
 # engine id -> (name, description, family, fp16_accumulate). llama.cpp's CUDA backend runs 16-bit (and dequantized)
 # GEMMs through cuBLAS with CUBLAS_COMPUTE_16F (ggml-cuda.cu, ggml_cuda_op_mul_mat_cublas, 2024); the others
@@ -88,26 +89,32 @@ def _add_units(df):
 COMPUTE_KEYS = ("compute_fraction", "compute_half_rows")
 
 
-def _fit(df, d: Design, mask: np.ndarray, fp16_acc: bool, cls: str | None = None) -> dict:
+def _fit(df, d: Design, mask: np.ndarray, fp16_acc: bool, cls: str | None = None, level: str = "engine") -> dict:
     """Parameters fitted on the masked rows (each row keeps its engine's fp16-accumulate setting); the result
     carries fp16_acc, the setting of the engine it is for. With cls set and fewer than MIN_FIT_ROWS of the rows from
     that class, the compute parameters are reset to the prior (COMPUTE_KEYS): a handful of rows cannot outweigh
-    another class's GEMM library in the pooled fit."""
+    another class's GEMM library in the pooled fit. The SM bandwidth cap (fit.fit_design sm_cap) is tried only at
+    level `engine`: it belongs to one engine's kernels on one hardware class, so neither another class nor the
+    pooled family passes it on."""
     from .fit import PRIOR
 
     sub = d.subset(mask)
     formats = sorted({f for f in sub.fmt if f in WEIGHT_FORMATS_SET})
-    params, _ = fit_design(sub, formats, df.loc[mask, "fp16_acc"].to_numpy(dtype=np.float64))
+    own = level == "engine"  # the SM cap and per-format fractions belong to one engine's build on one class
+    row_fmts = df.loc[mask, "weights"].to_numpy()
+    params, _ = fit_design(sub, formats, df.loc[mask, "fp16_acc"].to_numpy(dtype=np.float64), sm_cap=own,
+                           frac_formats=own_fraction_formats(row_fmts) if own else ())
     params["fp16_accumulate"] = bool(fp16_acc)
     if cls is not None and (df.loc[mask, "hw_class"] == cls).sum() < MIN_FIT_ROWS:
-        params.update({k: PRIOR[k] for k in COMPUTE_KEYS})
+        params.update({k: PRIOR[k] for k in COMPUTE_KEYS}, format_compute_fraction={})
     return params
 
 
 def _eff_dict(eff) -> dict:
     keys = ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kernel_overhead_us", "step_overhead_ms",
-            "matmul_tflops_per_watt")
+            "matmul_tflops_per_watt", "sm_bandwidth_gbs")
     v = {k: float(getattr(eff, k)) for k in keys}
+    v["format_compute_fraction"] = dict(eff.format_compute_fraction or {})
     v["dequant_overhead"] = dict(eff.dequant_overhead or {})
     v["fp16_accumulate"] = bool(eff.fp16_accumulate)
     return v
@@ -151,7 +158,7 @@ def loso_predict(df, d: Design, sources=None):
             rows[g.index] = True
             for lvl, m in _chain(df, fit_ok & ~in_s, rt, cls):
                 if m.sum() >= MIN_FIT_ROWS:
-                    params = _fit(df, d, m, ENGINES[rt][3], cls)
+                    params = _fit(df, d, m, ENGINES[rt][3], cls, lvl)
                     t[rows] = predict_with(d.subset(rows), params)
                     level[rows] = lvl
                     used[(src, rt, cls)] = (lvl, params)
@@ -188,19 +195,23 @@ def _quantiles(x: np.ndarray, sources) -> tuple[float, float]:
 
 def loso_intervals(df, log_ratio: np.ndarray, level: np.ndarray):
     """(p10, p90) of predicted/measured time per row from the LOSO log-ratios of rows of *other* sources in the
-    same regime (fewer than MIN_INTERVAL_ROWS: every other source), each weighted by source_weights (1 / sqrt(rows
-    of its source)): a new source's error is one source's systematic offset plus its own spread, so the big sources
+    same regime; where those are fewer than MIN_INTERVAL_ROWS rows or come from fewer than MIN_INTERVAL_SOURCES
+    sources (one other source's residuals are its offset, not a spread), in the same interval key (INTERVAL_KEY:
+    e2e and batched decode are both 'throughput'), else every other source; each weighted by source_weights (1 /
+    sqrt(rows of its source)): a new source's error is one source's systematic offset plus its own spread, so the big sources
     must not drown the others. Widened around the median by EXTRAPOLATION_WIDEN for a row predicted by
     extrapolation (level other than `engine`)."""
     n = len(df)
     lo, hi = np.full(n, np.nan), np.full(n, np.nan)
     src = df["source"].to_numpy()
     reg = df["regime"].to_numpy()
+    key = np.array([INTERVAL_KEY[r] for r in reg], dtype=object)
     ok = (df["anomalous"] == "").to_numpy()
     for i in range(n):
-        m = ok & (src != src[i]) & (reg == reg[i])
-        if m.sum() < MIN_INTERVAL_ROWS:
-            m = ok & (src != src[i])
+        for same in (reg == reg[i], key == key[i], np.ones(n, bool)):  # regime, its interval key, everything
+            m = ok & (src != src[i]) & same
+            if m.sum() >= MIN_INTERVAL_ROWS and len(set(src[m])) >= MIN_INTERVAL_SOURCES:
+                break
         q10, q50, q90 = weighted_quantiles(log_ratio[m], source_weights(src[m]), [0.10, 0.50, 0.90])
         w = 1.0 if level[i] == "engine" else EXTRAPOLATION_WIDEN
         lo[i], hi[i] = np.exp(q50 + (q10 - q50) * w), np.exp(q50 + (q90 - q50) * w)
@@ -210,7 +221,8 @@ def loso_intervals(df, log_ratio: np.ndarray, level: np.ndarray):
 # ---------------------------------------------------------------- production profiles (data with provenance)
 
 EFF_KEYS = ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kernel_overhead_us", "step_overhead_ms",
-            "matmul_tflops_per_watt", "fp16_accumulate", "dequant_overhead")
+            "matmul_tflops_per_watt", "fp16_accumulate", "dequant_overhead", "sm_bandwidth_gbs",
+            "format_compute_fraction")
 
 # HF transformers eager has no published row in the data; its parameters are physical estimates (documented):
 # an eager HF Llama decoder layer launches ~55 kernels per step (fp32 RMSNorm decomposed into pow/mean/rsqrt/mul,
@@ -223,7 +235,8 @@ EFF_KEYS = ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kern
 # every decode step, which is what makes eager decode slow at large batch x context (kv_cache_copy).
 HF_EAGER = {"bandwidth_fraction": 0.75, "compute_fraction": 0.6, "compute_half_rows": 16.0,
             "kernel_overhead_us": 160.0, "step_overhead_ms": 2.0, "matmul_tflops_per_watt": 0.0,
-            "fp16_accumulate": False, "dequant_overhead": {}, "kv_cache_copy": True}
+            "fp16_accumulate": False, "dequant_overhead": {}, "kv_cache_copy": True, "sm_bandwidth_gbs": 0.0,
+            "format_compute_fraction": {}}
 HF_EAGER_WIDEN = 1.5  # log-space widening of the extrapolated range for an engine with no measurement at all
 
 
@@ -250,7 +263,7 @@ def production_fits(df, d: Design) -> dict:
                 continue
             for lvl, m in _chain(df, fit_ok, rt, cls):
                 if m.sum() >= MIN_FIT_ROWS:
-                    out[(rt, cls)] = (lvl, _fit(df, d, m, ENGINES[rt][3], cls), m)
+                    out[(rt, cls)] = (lvl, _fit(df, d, m, ENGINES[rt][3], cls, lvl), m)
                     break
     return out
 

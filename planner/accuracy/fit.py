@@ -2,8 +2,14 @@
 Rows the data's own caveats call anomalous are never fitted.
 
 Parameters per (runtime, class) (see planner/runtimes.py): bandwidth_fraction, compute_fraction,
-compute_half_rows, kernel_overhead_us, step_overhead_ms and dequant_overhead per weight-only quantized format
-present. They are fitted in an unconstrained space (logit for fractions, log for the rest) by Gauss-Newton with
+compute_half_rows, kernel_overhead_us, step_overhead_ms, dequant_overhead per weight-only quantized format
+present, a compute fraction per other weight format where two or more have enough rows (own_fraction_formats),
+and sm_bandwidth_gbs (the bandwidth one SM sustains, roofline.effective_bandwidth_bytes_s). The SM cap is
+a model choice made by the data: the class is fitted without it and with it, and it is kept only when it binds on
+some row and lowers the objective by more than the BIC price of one parameter (2 x gain / RESIDUAL_SD^2 > ln n);
+otherwise sm_bandwidth_gbs = 0 (no cap), so an engine whose kernels saturate memory gets no arbitrary cap that
+would bite on a faster GPU it was never fitted on. It is fitted only from the engine's own rows on the class
+(benchmark._fit): a cap is a property of one engine's kernels on one kind of hardware. They are fitted in an unconstrained space (logit for fractions, log for the rest) by Gauss-Newton with
 Levenberg-Marquardt damping and Huber weights (delta 0.15 in log ratio) on r = log(predicted time / measured
 time), plus a weak Gaussian prior (sd 2 in that space) towards the documented GPU defaults
 (hardware_specs/defaults/efficiency.yaml) so that parameters the rows do not constrain (e.g. compute terms for a
@@ -19,13 +25,17 @@ import numpy as np
 from .predict import Design, predict_time_s
 
 HUBER_DELTA = 0.15
+CAP_ITERATIONS = 20  # the capped fit starts from the uncapped solution: a few steps move the other parameters
 PRIOR_SD = 2.0
 RESIDUAL_SD = 0.1
 WEIGHT_ONLY_QUANTIZED = ("q4_0", "q8_0", "q4_k_m", "q5_k_m", "q6_k", "int8", "int4-g32", "int4-g64", "int4-g128",
                          "gptq-int4", "awq-int4", "nf4", "nf4-dq")
 # prior centre: the GPU kind defaults, a small GEMM half point, 10% dequantization cost
 PRIOR = {"bandwidth_fraction": 0.80, "compute_fraction": 0.70, "compute_half_rows": 16.0, "kernel_overhead_us": 3.0,
-         "step_overhead_ms": 0.3, "matmul_tflops_per_watt": 1.0, "dequant": 0.10}
+         "step_overhead_ms": 0.3, "matmul_tflops_per_watt": 1.0, "dequant": 0.10,
+         # GB/s per SM where the cap is tried: binding on HBM parts (A100 18.9, H100 SXM 25.4 datasheet GB/s per SM),
+         # not on GDDR ones (RTX 4090 7.9); the fit moves it where the rows say
+         "sm_bandwidth_gbs": 10.0}
 POWER_STARTS = (0.3, 1.0, 5.0)  # TFLOP/s per W
 # The sustained-power cap on GEMMs (tdp_w x matmul_tflops_per_watt) is not fitted any more (issue 11): TFLOP/s per
 # watt differs by a factor 3-4 between GPU generations (A100 0.78, H100 1.41, B200 2.25 dense fp16 TFLOP/s per W),
@@ -45,20 +55,28 @@ def _sigmoid(x):
 
 
 class _Problem:
-    def __init__(self, d: Design, formats: list[str], fp16_accumulate: bool = False):
-        self.d, self.formats, self.fp16_accumulate = d, formats, fp16_accumulate
+    def __init__(self, d: Design, formats: list[str], fp16_accumulate: bool = False, sm_cap: bool = False,
+                 frac_formats: tuple[str, ...] = ()):
+        self.d, self.formats, self.fp16_accumulate, self.sm_cap = d, formats, fp16_accumulate, sm_cap
+        self.frac_formats = list(frac_formats)
         self.fmt_idx = np.array([formats.index(f) if f in formats else -1 for f in d.fmt])
+        self.frac_idx = np.array([self.frac_formats.index(f) if f in self.frac_formats else -1 for f in d.fmt])
         self.x0 = np.array([_logit(PRIOR["bandwidth_fraction"]), _logit(PRIOR["compute_fraction"]),
                             np.log(PRIOR["compute_half_rows"]), np.log(PRIOR["kernel_overhead_us"]),
-                            np.log(PRIOR["step_overhead_ms"]), np.log(PRIOR["matmul_tflops_per_watt"])]
-                           + [np.log(PRIOR["dequant"])] * len(formats))
+                            np.log(PRIOR["step_overhead_ms"]), np.log(PRIOR["matmul_tflops_per_watt"]),
+                            np.log(PRIOR["sm_bandwidth_gbs"])]
+                           + [np.log(PRIOR["dequant"])] * len(formats)
+                           + [_logit(PRIOR["compute_fraction"])] * len(self.frac_formats))
 
     def unpack(self, x) -> dict:
         v = {"bandwidth_fraction": float(_sigmoid(x[0])), "compute_fraction": float(_sigmoid(x[1])),
              "compute_half_rows": float(np.exp(x[2])), "kernel_overhead_us": float(np.exp(x[3])),
              "step_overhead_ms": float(np.exp(x[4])),
              "matmul_tflops_per_watt": float(np.exp(x[5])) if FIT_POWER_CAP else 0.0}
-        v["dequant_overhead"] = {f: float(np.exp(x[6 + i])) for i, f in enumerate(self.formats)}
+        v["sm_bandwidth_gbs"] = float(np.exp(x[6])) if self.sm_cap else 0.0
+        v["dequant_overhead"] = {f: float(np.exp(x[7 + i])) for i, f in enumerate(self.formats)}
+        k = 7 + len(self.formats)
+        v["format_compute_fraction"] = {f: float(_sigmoid(x[k + i])) for i, f in enumerate(self.frac_formats)}
         v["fp16_accumulate"] = bool(np.all(self.fp16_accumulate))
         return v
 
@@ -66,9 +84,13 @@ class _Problem:
         v = self.unpack(x)
         n = self.d.n_rows
         p = {k: np.full(n, v[k]) for k in BASE}
+        p["sm_bandwidth_gbs"] = np.full(n, v["sm_bandwidth_gbs"])
         p["fp16_accumulate"] = np.broadcast_to(np.asarray(self.fp16_accumulate, dtype=np.float64), (n,))
         dq = np.array([v["dequant_overhead"][f] for f in self.formats] + [0.0])
         p["dequant_factor"] = 1.0 + dq[self.fmt_idx]
+        if self.frac_formats:
+            fr = np.array([v["format_compute_fraction"][f] for f in self.frac_formats] + [0.0])
+            p["matmul_fraction"] = fr[self.frac_idx]
         return predict_time_s(self.d, p)
 
     def residuals(self, x) -> np.ndarray:
@@ -76,20 +98,29 @@ class _Problem:
 
 
 def fit_design(d: Design, formats: list[str], fp16_accumulate: bool = False,
-               iterations: int = 60, x_init=None) -> tuple[dict, np.ndarray]:
+               iterations: int = 60, x_init=None, sm_cap: bool = True,
+               frac_formats: tuple[str, ...] = ()) -> tuple[dict, np.ndarray]:
     """MAP fit of one class; returns (parameters, residuals log(pred/measured) of the design's rows).
-    fp16_accumulate is not fitted: it is what the runtime's code does (set per runtime in benchmark.py)."""
-    prob = _Problem(d, formats, fp16_accumulate)
+    fp16_accumulate is not fitted: it is what the runtime's code does (set per runtime in benchmark.py).
+    sm_cap: try the SM bandwidth cap (module docstring); False = no cap. frac_formats: native weight formats that
+    get a compute fraction of their own (own_fraction_formats)."""
     if x_init is not None:
-        return _solve(prob, np.array(x_init, dtype=np.float64), iterations)
-    best = None
-    for tpw in (POWER_STARTS if FIT_POWER_CAP else POWER_STARTS[1:2]):  # the power cap is flat where it does not bind: start on both sides of it
-        x0 = prob.x0.copy()
-        x0[5] = np.log(tpw)
-        v, r, f, x = _solve(prob, x0, iterations, full=True)
-        if best is None or f < best[2]:
-            best = (v, r, f, x)
-    return best[0], best[1]
+        return _solve(_Problem(d, formats, fp16_accumulate, sm_cap, frac_formats),
+                      np.array(x_init, dtype=np.float64), iterations)
+    prob = _Problem(d, formats, fp16_accumulate, False, frac_formats)
+    v, r, f, x = _solve(prob, prob.x0.copy(), iterations, full=True)
+    if sm_cap and np.any(d.sm > 0):  # try the cap, from the uncapped solution
+        capped = _Problem(d, formats, fp16_accumulate, True, frac_formats)
+        vc, rc, fc, _ = _solve(capped, np.where(np.arange(len(capped.x0)) == 6, capped.x0, x), CAP_ITERATIONS,
+                               full=True)
+        if sm_cap_binds(d, vc) and 2 * (f - fc) / RESIDUAL_SD ** 2 > np.log(max(d.n_rows, 2)):
+            return vc, rc  # the cap earns its parameter (BIC)
+    return v, r
+
+
+def sm_cap_binds(d: Design, v: dict) -> bool:
+    """Whether sm_count x sm_bandwidth_gbs is below bandwidth x bandwidth_fraction on some op of the design."""
+    return bool(np.any((d.sm > 0) & (d.sm * v["sm_bandwidth_gbs"] * 1e9 < d.bw * v["bandwidth_fraction"])))
 
 
 def _solve(prob: "_Problem", x: np.ndarray, iterations: int, full: bool = False):
@@ -132,18 +163,37 @@ def pack(prob_formats: list[str], v: dict) -> np.ndarray:
     """Unconstrained vector of a parameter dict (the inverse of _Problem.unpack), for warm starts."""
     return np.array([_logit(v["bandwidth_fraction"]), _logit(v["compute_fraction"]), np.log(v["compute_half_rows"]),
                      np.log(v["kernel_overhead_us"]), np.log(v["step_overhead_ms"]),
-                     np.log(v["matmul_tflops_per_watt"] or PRIOR["matmul_tflops_per_watt"])]
+                     np.log(v["matmul_tflops_per_watt"] or PRIOR["matmul_tflops_per_watt"]),
+                     np.log(v.get("sm_bandwidth_gbs") or PRIOR["sm_bandwidth_gbs"])]
                     + [np.log(v["dequant_overhead"][f]) for f in prob_formats])
 
 
 WEIGHT_FORMATS_SET = set(WEIGHT_ONLY_QUANTIZED)
+FORMAT_FRACTION_MIN_ROWS = 20
+
+
+def own_fraction_formats(row_formats) -> tuple[str, ...]:
+    """Weight formats without a fitted dequant_overhead (not WEIGHT_ONLY_QUANTIZED: fp16, bf16, fp8, mxfp4) that get
+    a compute fraction of their own (Efficiency.format_compute_fraction): where at least two such formats have >=
+    FORMAT_FRACTION_MIN_ROWS rows each, every one of them but the one with the most rows (that one sets
+    compute_fraction). A format with fewer rows shares compute_fraction."""
+    fmts, counts = np.unique([f for f in row_formats if f not in WEIGHT_FORMATS_SET], return_counts=True)
+    big = [(int(c), str(f)) for f, c in zip(fmts, counts) if c >= FORMAT_FRACTION_MIN_ROWS]
+    if len(big) < 2:
+        return ()
+    big.sort(key=lambda t: (-t[0], t[1]))
+    return tuple(sorted(f for _, f in big[1:]))
 
 
 def predict_with(d: Design, v: dict) -> np.ndarray:
     """Times of the design's rows under one parameter dict (as fit_design returns)."""
     n = d.n_rows
     p = {k: np.full(n, v[k]) for k in BASE}
+    p["sm_bandwidth_gbs"] = np.full(n, v.get("sm_bandwidth_gbs", 0.0))
     p["fp16_accumulate"] = np.full(n, float(v.get("fp16_accumulate", False)))
     dq = v.get("dequant_overhead") or {}
     p["dequant_factor"] = np.array([1.0 + dq.get(f, 0.0) for f in d.fmt])
+    fcf = v.get("format_compute_fraction") or {}
+    if fcf:
+        p["matmul_fraction"] = np.array([fcf.get(f, 0.0) for f in d.fmt])
     return predict_time_s(d, p)

@@ -5,12 +5,14 @@ whole parameter set is evaluated with a few numpy reductions (the fit evaluates 
 For one row with steps s (weight w_s) and ops o (count n_o), under an Efficiency e on a device with datasheet peak
 P_class and bandwidth BW:
 
-  time = sum_s w_s * [ sum_o n_o * ( max(F_o / (P x cf_o), B_o / (BW * e.bandwidth_fraction)) + e.kernel_overhead_us )
-                       + e.step_overhead_ms ]
+  time = sum_s w_s * [ sum_o n_o * ( max(F_o / (P x cf_o), B_o / BW_e) + e.kernel_overhead_us ) + e.step_overhead_ms ]
+  BW_e = min(BW x e.bandwidth_fraction, SMs x e.sm_bandwidth_gbs)  (roofline.effective_bandwidth_bytes_s; no cap
+         where either is 0)
   weight GEMMs:  P x cf_o = min(P' x e.compute_fraction, tdp_w x e.matmul_tflops_per_watt)
                                 x R_o / (R_o + e.compute_half_rows) / (1 + e.dequant_overhead[fmt])
                  (P' = the fp16-accumulate peak when e.fp16_accumulate, roofline.fp16_accumulate_peak)
   other ops:     P x cf_o = P x e.compute_fraction
+  cf of matmul ops = e.format_compute_fraction[fmt] where the profile lists the row's format
 
   on a unit the regime fit applies to (regimes.gemm_regime_for: an SM count, a vendor the kernel tables measured),
   weight GEMMs take (max(t_c, F / (P x kernel_fraction) / small_m_efficiency(R, tile))^p + t_m^p)^(1/p) instead
@@ -31,10 +33,19 @@ from ..hardware import DATASHEET_EFFICIENCY, load_hardware
 from ..ops import MATMUL, step_ops
 from ..quantization import weight_format
 from ..regimes import GROUPED_GEMM_OPS, kv_read_factor, regime_constants, weight_gemm_time_s
-from ..roofline import device_model, fp16_accumulate_peak, gemm_rows, select_unit, unit_gemm_regime
-from ..units import TERA
+from ..roofline import (device_model, effective_bandwidth_bytes_s, fp16_accumulate_peak, gemm_rows, select_unit,
+                        unit_gemm_regime)
+from ..units import GB, TERA
 
 DECODE_SAMPLES = 32  # as planner.latency.decode_sum_s
+
+
+@dataclass(frozen=True)
+class _Eff:
+    """The two Efficiency fields roofline.effective_bandwidth_bytes_s reads, as per-instance arrays."""
+
+    bandwidth_fraction: np.ndarray
+    sm_bandwidth_gbs: np.ndarray
 
 
 def hardware_class(spec, unit) -> str:
@@ -115,6 +126,8 @@ class Design:
     kernel_peak: np.ndarray  # FLOP/s of the padded tiles: datasheet peak x kernel_compute_fraction[dtype] (regime ops)
     kv_copy_bytes: np.ndarray  # 2 x the KV read of decode ops: moved again where the runtime copies its cache per step
     launch_s: np.ndarray     # fixed time per launch of a regime op beyond a 16-bit GEMM (roofline.DeviceModel.gemm_launch_s)
+    sm: np.ndarray           # SM (CU) count of the row's unit, 0 where the spec lists none
+    matmul: np.ndarray       # bool: an op of class matmul (format_compute_fraction applies)
 
     def subset(self, mask_rows: np.ndarray) -> "Design":
         """The design restricted to rows where mask_rows is True (rows renumbered 0..k-1)."""
@@ -127,7 +140,8 @@ class Design:
                       self.tdp_w[keep], self.fmt[keep],
                       self.row_ops[idx], self.row_steps[idx], self.measured_time_s[idx], self.work[idx],
                       self.comm_s[idx], self.regime[keep], self.grouped[keep],
-                      self.kernel_peak[keep], self.kv_copy_bytes[keep], self.launch_s[keep])
+                      self.kernel_peak[keep], self.kv_copy_bytes[keep], self.launch_s[keep], self.sm[keep],
+                      self.matmul[keep])
 
 
 def build_design(df) -> Design:
@@ -150,6 +164,7 @@ def build_design(df) -> Design:
     # device inputs per row (datasheet peaks; efficiency enters only at evaluation)
     dev_peak, dev_acc, dev_bw, dev_tdp, dev_dtypes = {}, np.zeros(n), np.zeros(n), np.zeros(n), {}
     dev_sm, dev_kpeak, dev_launch = np.zeros(n, dtype=bool), np.zeros(n), np.zeros(n)
+    dev_smc = np.zeros(n)
     for i, r in enumerate(recs):
         spec = load_hardware(r["hardware"])
         fmt = weight_format(r["weights"])
@@ -157,6 +172,7 @@ def build_design(df) -> Design:
         dev = device_model(spec, unit, fmt, DATASHEET_EFFICIENCY)
         regime, dev_kpeak[i] = unit_gemm_regime(spec, unit, fmt, dev.dtypes[MATMUL])
         dev_sm[i] = regime is not None
+        dev_smc[i] = float(unit.sm_count or 0)
         dev_launch[i] = regime.extra_launch_s(dev.dtypes[MATMUL]) if regime is not None else 0.0
         dev_peak[i] = {c: p * TERA for c, p in dev.peak_tflops.items()}
         dev_dtypes[i] = dev.unit_dtypes
@@ -164,7 +180,8 @@ def build_design(df) -> Design:
         dev_bw[i] = dev.bandwidth_gbs * 1e9
         dev_tdp[i] = spec.power.tdp_w if spec.power else 0.0
     parts = {k: [] for k in ("row", "weight", "flops", "bytes", "rows_gemm", "gemm", "peak", "peak_acc16", "bw", "tdp_w",
-                                     "fmt", "regime", "grouped", "kernel_peak", "kv_copy_bytes", "launch_s")}
+                                     "fmt", "regime", "grouped", "kernel_peak", "kv_copy_bytes", "launch_s", "sm",
+                                     "matmul")}
     row_ops = np.zeros(n)
     comm = np.zeros(n)
     for (model, weights, kv, flash, stage, tp, hw), items in steps_by_group.items():
@@ -205,21 +222,29 @@ def build_design(df) -> Design:
             parts["kv_copy_bytes"].append(2.0 * np.broadcast_to(np.asarray(op.kv_read_bytes, dtype=np.float64), (size,))
                                           if stage == "decode" else np.zeros(size))
             parts["launch_s"].append(dev_launch[ri] if is_gemm else np.zeros(size))
+            parts["sm"].append(dev_smc[ri])
+            parts["matmul"].append(np.full(size, op.compute == MATMUL))
             np.add.at(row_ops, ri, w * op.count)
     cat = {k: np.concatenate(v) for k, v in parts.items()}
     return Design(n, cat["row"], cat["weight"], cat["flops"], cat["bytes"], cat["rows_gemm"], cat["gemm"].astype(bool),
                   cat["peak"], cat["peak_acc16"], cat["bw"], cat["tdp_w"], cat["fmt"], row_ops, row_steps, meas, work, comm,
                   cat["regime"].astype(bool), cat["grouped"].astype(bool),
-                  cat["kernel_peak"], cat["kv_copy_bytes"], cat["launch_s"])
+                  cat["kernel_peak"], cat["kv_copy_bytes"], cat["launch_s"], cat["sm"],
+                  cat["matmul"].astype(bool))
 
 
 
 def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
     """Predicted time per row. params: per-row arrays bandwidth_fraction, compute_fraction, compute_half_rows,
     regime_curves (optional, 1 = Efficiency.regime_curves),
-    kernel_overhead_us, step_overhead_ms, and per-instance dequant_factor (1 + overhead of the row's format)."""
+    kernel_overhead_us, step_overhead_ms, sm_bandwidth_gbs (optional, 0 = no cap), and per-instance dequant_factor
+    (1 + overhead of the row's format) and matmul_fraction (optional: format_compute_fraction of the row's format
+    for matmul ops, 0 = compute_fraction)."""
     r = d.row
     cf = params["compute_fraction"][r]
+    mf = params.get("matmul_fraction")  # per instance: format_compute_fraction[row format], 0 = not listed
+    if mf is not None and np.any(mf > 0):
+        cf = np.where(d.matmul & (mf > 0), mf, cf)
     on = d.regime & (params.get("regime_curves", np.ones(d.n_rows))[r] > 0)  # Efficiency.regime_curves per row
     half = np.where(on, 0.0, params["compute_half_rows"][r])  # the regime curve replaces R / (R + half)
     scale = np.where(d.gemm, d.rows_gemm / np.maximum(d.rows_gemm + half, 1e-30) / params["dequant_factor"], 1.0)
@@ -230,7 +255,12 @@ def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
     nbytes = d.bytes
     if "kv_cache_copy" in params and np.any(params["kv_cache_copy"] > 0):  # Efficiency.kv_cache_copy (roofline.op_bytes)
         nbytes = nbytes + params["kv_cache_copy"][r] * d.kv_copy_bytes
-    mem = nbytes / (d.bw * params["bandwidth_fraction"][r])
+    per_sm = params.get("sm_bandwidth_gbs")
+    if per_sm is not None and np.any(per_sm > 0):  # roofline.effective_bandwidth_bytes_s, per op instance
+        bw = effective_bandwidth_bytes_s(d.bw / GB, _Eff(params["bandwidth_fraction"][r], per_sm[r]), d.sm)
+    else:  # no cap: the same, without the array passes
+        bw = d.bw * params["bandwidth_fraction"][r]
+    mem = nbytes / bw
     op_t = np.maximum(comp, mem)
     if np.any(on):  # regimes.weight_gemm_time_s: tile padding and the ridge roll-off
         g = regime_constants().gemm
@@ -249,9 +279,11 @@ def params_for_rows(d: Design, effs: list) -> dict[str, np.ndarray]:
     out = {k: np.array([getattr(e, k) for e in effs], dtype=np.float64)
            for k in ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kernel_overhead_us",
                      "step_overhead_ms", "fp16_accumulate", "matmul_tflops_per_watt", "regime_curves",
-                     "kv_cache_copy")}
+                     "kv_cache_copy", "sm_bandwidth_gbs")}
     dq_row = [e.dequant_overhead or {} for e in effs]
     out["dequant_factor"] = np.array([1.0 + dq_row[i].get(f, 0.0) for i, f in zip(d.row, d.fmt)])
+    fcf_row = [e.format_compute_fraction or {} for e in effs]
+    out["matmul_fraction"] = np.array([fcf_row[i].get(f, 0.0) for i, f in zip(d.row, d.fmt)])
     return out
 
 

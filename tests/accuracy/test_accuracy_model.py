@@ -287,3 +287,94 @@ def test_estimate_without_runtime_carries_the_default_range():
     # the plain roofline and a configuration that does not fit carry no range
     assert estimate("llama-3.1-8b", "rtx-4090", efficiency="datasheet").decode.tokens_per_s_total_low is None
     assert estimate("llama-3.1-70b", "rtx-4090").decode.tokens_per_s_total_low is None
+
+
+def test_sm_bandwidth_cap_by_hand():
+    """Efficiency.sm_bandwidth_gbs caps the effective bandwidth at sm_count x GB/s per SM (Little's law): with
+    bandwidth_fraction 0.9 and 9 GB/s per SM an A100 80GB (2,039 GB/s, 108 SMs) gets min(1,835.1, 972) = 972 GB/s,
+    an RTX 4090 (1,008 GB/s, 128 SMs) min(907.2, 1,152) = 907.2 GB/s (uncapped); a unit without an SM count and a
+    cap of 0 are uncapped. A decode step then reads Llama-2-7B's q4_0 weights at 972 GB/s on the A100."""
+    from planner.roofline import effective_bandwidth_bytes_s
+
+    eff = Efficiency(bandwidth_fraction=0.9, compute_fraction=0.5, sm_bandwidth_gbs=9.0)
+    for hw, want in (("a100-80gb-sxm", 972e9), ("rtx-4090", 907.2e9)):
+        spec = load_hardware(hw)
+        fmt = weight_format("q4_0")
+        dev = device_model(spec, select_unit(spec, fmt), fmt, eff)
+        assert math.isclose(dev.eff_bandwidth_bytes_s, want, rel_tol=1e-12), hw
+    assert math.isclose(effective_bandwidth_bytes_s(2039.0, eff, 0), 2039e9 * 0.9, rel_tol=1e-12)
+    no_cap = Efficiency(bandwidth_fraction=0.9, compute_fraction=0.5)
+    assert math.isclose(effective_bandwidth_bytes_s(2039.0, no_cap, 108), 2039e9 * 0.9, rel_tol=1e-12)
+    import numpy as np
+    arr = effective_bandwidth_bytes_s(np.array([2039.0, 1008.0, 2039.0]), eff, np.array([108, 128, 0]))
+    assert np.allclose(arr, [972e9, 907.2e9, 2039e9 * 0.9], rtol=1e-12)
+    # the weight GEMMs of one decode step on the A100 are timed at 972 GB/s
+    m, fmt, spec = load_model("llama-2-7b"), weight_format("q4_0"), load_hardware("a100-80gb-sxm")
+    dev = device_model(spec, select_unit(spec, fmt), fmt, eff)
+    from planner.ops import decode_ops
+    ops = decode_ops(m, fmt, "fp16", 1, 512)
+    for op, ot in zip(ops, time_ops(ops, dev)):
+        if op.name == "qkv_proj":
+            assert math.isclose(float(ot.memory_s), op.count * float(op.bytes) / 972e9, rel_tol=1e-9)
+
+
+def test_fit_keeps_the_sm_cap_only_where_the_rows_need_it(prepared):
+    """The fit's model choice (planner/accuracy/fit.py): rows generated with an SM cap of 9 GB/s per SM on a mix
+    of HBM and GDDR GPUs get the cap back (within 3%); the same rows generated without a cap get none (0)."""
+    import numpy as np
+    from planner.accuracy.fit import fit_design
+
+    d = _llamacpp_fp16_decode(prepared)
+    for cap in (9.0, 0.0):
+        eff = Efficiency(bandwidth_fraction=0.85, compute_fraction=0.4, kernel_overhead_us=4.0, step_overhead_ms=0.5,
+                         compute_half_rows=16.0, sm_bandwidth_gbs=cap)
+        p = params_for_rows(d, [eff] * d.n_rows)
+        synth = d.subset(np.ones(d.n_rows, bool))
+        synth.measured_time_s = predict_time_s(d, p)
+        v, _ = fit_design(synth, [], np.zeros(d.n_rows))
+        if cap:
+            assert math.isclose(v["sm_bandwidth_gbs"], cap, rel_tol=0.03), v
+        else:
+            assert v["sm_bandwidth_gbs"] == 0.0, v
+
+
+def _llamacpp_fp16_decode(prepared):
+    """The design of llama.cpp's fp16 decode rows at batch 1 on NVIDIA GPUs (A100/H100, GeForce, workstation)."""
+    df, _, d = prepared
+    m = ((df["runtime"] == "llamacpp") & (df["hw_class"] == "nvidia-gpu") & (df["weights"] == "fp16")
+         & (df["regime"] == "decode_b1")).to_numpy()
+    return d.subset(m)
+
+
+def test_format_compute_fraction_by_hand():
+    """Efficiency.format_compute_fraction replaces compute_fraction for the weight GEMMs of the listed format
+    only: on an MI300X (1,307.4 TFLOP/s bf16 dense) with compute_fraction 0.5 and {bf16: 0.1}, a bf16 prefill
+    qkv_proj of Llama-2-7B at 512 tokens computes at 130.74 TFLOP/s, its attention at 0.5 x the attention peak;
+    fp8 weights keep 0.5."""
+    eff = Efficiency(bandwidth_fraction=1.0, compute_fraction=0.5, format_compute_fraction={"bf16": 0.1},
+                     regime_curves=False)
+    spec, m = load_hardware("mi300x"), load_model("llama-2-7b")
+    for fmt_name, frac in (("bf16", 0.1), ("fp8", 0.5)):
+        fmt = weight_format(fmt_name)
+        dev = device_model(spec, select_unit(spec, fmt), fmt, eff)
+        peak = dev.peak_tflops["matmul"] * 1e12
+        assert fmt_name != "bf16" or peak == 1307.4e12
+        ops = prefill_ops(m, fmt, "fp16", 1, 512)
+        for op, ot in zip(ops, time_ops(ops, dev)):
+            if op.name == "qkv_proj":
+                assert math.isclose(float(ot.compute_s), op.count * float(op.flops) / (peak * frac), rel_tol=1e-12)
+            if op.name == "attn_scores":
+                want = op.count * float(op.flops) / (dev.peak_tflops["attention"] * 1e12 * 0.5)
+                assert math.isclose(float(ot.compute_s), want, rel_tol=1e-12)
+
+
+def test_own_fraction_formats_needs_two_big_native_formats():
+    """A compute fraction of its own goes to every format without a dequant_overhead (fp16, bf16, fp8, mxfp4) with
+    >= 20 rows but the most common one; the weight-only integer formats and small formats share compute_fraction."""
+    from planner.accuracy.fit import own_fraction_formats
+
+    assert own_fraction_formats(["fp8"] * 64 + ["bf16"] * 60) == ("bf16",)
+    assert own_fraction_formats(["fp8"] * 244 + ["fp16"] * 75 + ["bf16"] * 11) == ("fp16",)
+    assert own_fraction_formats(["fp16"] * 94 + ["q4_k_m"] * 184 + ["q8_0"] * 20) == ()
+    assert own_fraction_formats(["fp16"] * 94 + ["q4_k_m"] * 184 + ["mxfp4"] * 20) == ("mxfp4",)
+    assert own_fraction_formats(["fp16"] * 180) == ()

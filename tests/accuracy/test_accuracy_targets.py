@@ -12,10 +12,13 @@ reports/accuracy.md): every regime with >= 20 rows must
     fell 31.9 -> 19.0 with the second llama.cpp-on-NVIDIA source and to 18.7 with the regime curves. Session 18
     (1,357 rows: TensorRT-LLM v0.5-v0.9 docs and ROCm vLLM 0.9.1 added, fixed-length bench-serve runs read as waves
     of simultaneous prefills): decode_b1 10.3 / 51.3, decode_batched 11.1 / 65.1, prefill 16.7 / 61.1, e2e 14.7 /
-    82.4; each ceiling = min(the one before, the new figure x 1.15);
-  * the issue-11 targets that are reached stay reached: batched decode median <= 15%, and p10-p90 coverage within
-    70-90% in every regime (session 18: decode_b1 73, decode_batched 81, prefill 85, e2e 72 with residuals weighted
-    1 / sqrt(rows of their source), benchmark.source_weights).
+    82.4; each ceiling = min(the one before, the new figure x 1.15). Session 19 (the SM bandwidth cap of
+    llama.cpp's CUDA kernels, a compute fraction per native weight format, ranges from >= 2 other sources):
+    decode_b1 10.2 / 34.8, decode_batched 11.1 / 65.4, prefill 16.8 / 59.3, e2e 9.8 / 19.4;
+  * the issue-11 targets that are reached stay reached: batched decode median <= 15%, end-to-end median <= 12% and
+    p90 <= 30% (session 19), and p10-p90 coverage within 70-90% in every regime (session 19: decode_b1 76,
+    decode_batched 81, prefill 85, e2e 86 with residuals weighted 1 / sqrt(rows of their source),
+    benchmark.source_weights).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from planner.accuracy.benchmark import (ENGINES, MIN_REGIME_ROWS, build_profiles
 from planner.accuracy.data import DATA_PATH
 from planner.accuracy.serving_rows import SERVING_PATH
 
-CEILINGS = {"decode_b1": (11.2, 59.0), "decode_batched": (12.8, 74.9), "prefill": (19.2, 70.3), "e2e": (16.9, 92.9)}
+CEILINGS = {"decode_b1": (11.2, 40.0), "decode_batched": (12.8, 74.9), "prefill": (19.2, 68.2), "e2e": (11.3, 22.3)}
+REACHED = {"decode_batched": (15.0, None), "e2e": (12.0, 30.0)}  # issue-11 targets met: median, p90 (None: not met)
 COVERED = ("decode_b1", "decode_batched", "prefill", "e2e")
 
 
@@ -69,6 +73,13 @@ def test_loso_figures_stay_under_their_regression_ceilings(results):
         assert figs[reg]["p90"] <= p90, (reg, figs[reg])
 
 
+def test_reached_error_targets_hold(results):
+    figs = {f["regime"]: f for f in regime_figures(results, "loso")}
+    for reg, (med, p90) in REACHED.items():
+        assert figs[reg]["median"] <= med, (reg, figs[reg])
+        assert p90 is None or figs[reg]["p90"] <= p90, (reg, figs[reg])
+
+
 def test_reached_coverage_targets_hold(results):
     figs = {f["regime"]: f for f in regime_figures(results, "loso")}
     for reg in COVERED:
@@ -98,7 +109,7 @@ def test_committed_profiles_are_what_the_fit_makes(prepared, results):
         for c in prof.classes:
             n = next(x for x in new[rt].classes if x.key == c.key)
             for k in ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kernel_overhead_us",
-                      "step_overhead_ms"):
+                      "step_overhead_ms", "sm_bandwidth_gbs"):
                 assert math.isclose(getattr(c.efficiency, k), getattr(n.efficiency, k), rel_tol=0.02,
                                     abs_tol=1e-6), (rt, c.key, k)
 
