@@ -586,7 +586,7 @@ def run(out_dir: str | Path = "reports", fit: bool = False, write: bool = True, 
         cols = ["file", "row", "source", "hardware_label", "hardware", "hw_class", "model", "weights", "kv_dtype",
                 "runtime", "metric", "kind", "regime", "batch", "prompt", "output", "tp", "measured", "pred_loso",
                 "low", "high", "covered", "err_loso_pct", "level", "pred_fitted", "err_fitted_pct",
-                "pred_datasheet", "err_datasheet_pct", "pred_today", "err_today_pct", "anomalous"]
+                "pred_datasheet", "err_datasheet_pct", "pred_today", "err_today_pct", "anomalous", "ratio_default"]
         atomic_write_text(out / "accuracy_rows.csv", res[cols].to_csv(index=False, float_format="%.6g"))
         files.append(str(out / "accuracy_rows.csv"))
         if png:
@@ -603,6 +603,26 @@ def run(out_dir: str | Path = "reports", fit: bool = False, write: bool = True, 
     return {"default_intervals": def_iv, "default_coverage": def_cov, "results": res, "unmapped": unmapped,
             "profiles": profiles, "checks": checks, "checks_datasheet": target_checks(res, "datasheet"),
             "checks_today": target_checks(res, "today"), "files": files, "notes": notes}
+
+
+REPORT_ROWS = Path(__file__).resolve().parents[2] / "reports" / "accuracy_rows.csv"
+
+
+def committed_results(path=REPORT_ROWS):
+    """(per-row results, target checks, default-range coverage) from the committed report of `planner accuracy`
+    (reports/accuracy_rows.csv; tests/accuracy checks it is what the model computes now), or None where the file
+    is missing: what the app shows without running the benchmark (tens of seconds) on every visit."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        return None
+    res = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"anomalous": str})
+    res["anomalous"] = res["anomalous"].fillna("")
+    res["covered"] = res["covered"].astype(str) == "True"
+    res["pred_runtime"], res["err_runtime_pct"] = res["pred_loso"], res["err_loso_pct"]
+    res["split"] = "LOSO (" + res["level"].astype(str) + ")"
+    return res, target_checks(res, "loso"), default_interval_coverage(res, default_intervals(res))
 
 
 def _fitted_cols(df, d: Design, profiles: dict):

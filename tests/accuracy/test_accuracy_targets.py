@@ -29,7 +29,7 @@ import pandas as pd
 import pytest
 
 from planner.accuracy.benchmark import (ENGINES, MIN_REGIME_ROWS, build_profiles, committed_profiles, evaluate,
-                                        prepare, regime_figures)
+                                        prepare, regime_figures, target_checks)
 from planner.accuracy.data import DATA_PATH
 from planner.accuracy.serving_rows import SERVING_PATH
 
@@ -214,3 +214,19 @@ def test_ranges_widen_when_extrapolating_outside_the_fit():
     assert e.memory.fits
     assert e.decode.tokens_per_s_total_low == pytest.approx(e.decode.tokens_per_s_total * wide.p10)
     assert isinstance(wide, Interval)
+
+
+def test_committed_report_is_what_the_model_computes(results):
+    """reports/accuracy_rows.csv (what the app's Accuracy section shows, benchmark.committed_results) holds the LOSO
+    predictions, ranges and default ratios the model computes now (6 significant digits, as written): rerun
+    `planner accuracy` after any change to the model or the data."""
+    import numpy as np
+    from planner.accuracy.benchmark import committed_results
+
+    res, checks, _ = committed_results()
+    assert len(res) == len(results)
+    assert list(zip(res["file"], res["row"])) == list(zip(results["file"], results["row"]))
+    for col in ("pred_loso", "low", "high", "ratio_default"):
+        assert np.allclose(res[col].to_numpy(float), results[col].to_numpy(float), rtol=1e-5, atol=0), col
+    assert (res["covered"].to_numpy() == results["covered"].to_numpy()).all()
+    assert [c["check"] for c in checks] == [c["check"] for c in target_checks(results, "loso")]
