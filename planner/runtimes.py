@@ -10,6 +10,10 @@ parameters the roofline uses (planner/roofline.py):
   kernel_overhead_us    fixed cost per operator launch (per layer and op)
   step_overhead_ms      fixed cost per forward step (sampling, host sync, graph launch)
   dequant_overhead      per weight format: extra GEMM compute time for dequantizing weights (fraction)
+  format_compute_fraction  per weight format without a dequant cost: its own compute fraction, where the engine's
+                        rows hold two such formats (vLLM on ROCm: fp8 and bf16 GEMMs run different kernels)
+  sm_bandwidth_gbs      bandwidth one SM sustains in the engine's memory-bound kernels (Little's law): effective
+                        bandwidth = min(bandwidth x bandwidth_fraction, SMs x this); 0 = no cap (llama.cpp CUDA ~9)
 
 and the prediction interval per regime (decode at batch 1 / prefill / batched decode and throughput): the p10 and
 p90 of measured / predicted speed over leave-one-source-out residuals, so that an estimate can say "p10-p90: a-b
