@@ -100,7 +100,7 @@ def effective_bandwidth_bytes_s(bandwidth_gbs, eff: Efficiency, sm_count=0):
         cap = sm_count * per_sm * GB
         return bw if cap <= 0 else (cap if cap < bw else bw)
     cap = np.asarray(sm_count, dtype=np.float64) * per_sm * GB
-    return np.where(cap > 0, np.minimum(bw, np.where(cap > 0, cap, np.inf)), bw)
+    return np.minimum(bw, np.where(cap > 0, cap, np.inf))
 
 
 def capable_units(spec: HardwareSpec, fmt: WeightFormat) -> list[ComputeUnit]:

@@ -42,6 +42,7 @@ POWER_STARTS = (0.3, 1.0, 5.0)  # TFLOP/s per W
 # so one value per vendor class capped newer parts far below their peak (TensorRT-LLM's 1.625 TFLOP/s/W put a
 # 1,000 W B200 at 1.6 PFLOP/s whatever the format). 0 = no cap; the GEMM roll-off is compute_half_rows' job.
 FIT_POWER_CAP = False
+POWER_INDEX, CAP_INDEX = 5, 6  # slots of matmul_tflops_per_watt and sm_bandwidth_gbs in the fitted vector
 BASE = ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kernel_overhead_us", "step_overhead_ms",
         "matmul_tflops_per_watt")
 
@@ -68,12 +69,17 @@ class _Problem:
                            + [np.log(PRIOR["dequant"])] * len(formats)
                            + [_logit(PRIOR["compute_fraction"])] * len(self.frac_formats))
 
+    @property
+    def unused(self) -> set[int]:
+        """Indices of the vector that unpack ignores (the power cap unless FIT_POWER_CAP, the SM cap unless tried)."""
+        return ({POWER_INDEX} if not FIT_POWER_CAP else set()) | ({CAP_INDEX} if not self.sm_cap else set())
+
     def unpack(self, x) -> dict:
         v = {"bandwidth_fraction": float(_sigmoid(x[0])), "compute_fraction": float(_sigmoid(x[1])),
              "compute_half_rows": float(np.exp(x[2])), "kernel_overhead_us": float(np.exp(x[3])),
              "step_overhead_ms": float(np.exp(x[4])),
-             "matmul_tflops_per_watt": float(np.exp(x[5])) if FIT_POWER_CAP else 0.0}
-        v["sm_bandwidth_gbs"] = float(np.exp(x[6])) if self.sm_cap else 0.0
+             "matmul_tflops_per_watt": float(np.exp(x[POWER_INDEX])) if FIT_POWER_CAP else 0.0}
+        v["sm_bandwidth_gbs"] = float(np.exp(x[CAP_INDEX])) if self.sm_cap else 0.0
         v["dequant_overhead"] = {f: float(np.exp(x[7 + i])) for i, f in enumerate(self.formats)}
         k = 7 + len(self.formats)
         v["format_compute_fraction"] = {f: float(_sigmoid(x[k + i])) for i, f in enumerate(self.frac_formats)}
@@ -111,7 +117,7 @@ def fit_design(d: Design, formats: list[str], fp16_accumulate: bool = False,
     v, r, f, x = _solve(prob, prob.x0.copy(), iterations, full=True)
     if sm_cap and np.any(d.sm > 0):  # try the cap, from the uncapped solution
         capped = _Problem(d, formats, fp16_accumulate, True, frac_formats)
-        vc, rc, fc, _ = _solve(capped, np.where(np.arange(len(capped.x0)) == 6, capped.x0, x), CAP_ITERATIONS,
+        vc, rc, fc, _ = _solve(capped, np.where(np.arange(len(capped.x0)) == CAP_INDEX, capped.x0, x), CAP_ITERATIONS,
                                full=True)
         if sm_cap_binds(d, vc) and 2 * (f - fc) / RESIDUAL_SD ** 2 > np.log(max(d.n_rows, 2)):
             return vc, rc  # the cap earns its parameter (BIC)
@@ -139,6 +145,9 @@ def _solve(prob: "_Problem", x: np.ndarray, iterations: int, full: bool = False)
         J = np.empty((len(r), k))
         h = 1e-5
         for j in range(k):
+            if j in prob.unused:  # the residuals do not read it: a zero column, without evaluating them
+                J[:, j] = 0.0
+                continue
             xp = x.copy()
             xp[j] += h
             J[:, j] = (prob.residuals(xp) - r) / h

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -17,9 +18,9 @@ from planner.cli import main
 from planner.errors import PlannerError
 from planner.hardware import Efficiency, load_hardware
 from planner.latency import decode_sum_s, prefill_time_s
-from planner.ops import prefill_ops
+from planner.ops import decode_ops, prefill_ops
 from planner.quantization import weight_format
-from planner.roofline import device_model, fp16_accumulate_peak, select_unit, time_ops
+from planner.roofline import device_model, effective_bandwidth_bytes_s, fp16_accumulate_peak, select_unit, time_ops
 from planner.runtimes import load_runtime, parse_runtime
 
 
@@ -294,8 +295,6 @@ def test_sm_bandwidth_cap_by_hand():
     bandwidth_fraction 0.9 and 9 GB/s per SM an A100 80GB (2,039 GB/s, 108 SMs) gets min(1,835.1, 972) = 972 GB/s,
     an RTX 4090 (1,008 GB/s, 128 SMs) min(907.2, 1,152) = 907.2 GB/s (uncapped); a unit without an SM count and a
     cap of 0 are uncapped. A decode step then reads Llama-2-7B's q4_0 weights at 972 GB/s on the A100."""
-    from planner.roofline import effective_bandwidth_bytes_s
-
     eff = Efficiency(bandwidth_fraction=0.9, compute_fraction=0.5, sm_bandwidth_gbs=9.0)
     for hw, want in (("a100-80gb-sxm", 972e9), ("rtx-4090", 907.2e9)):
         spec = load_hardware(hw)
@@ -305,13 +304,11 @@ def test_sm_bandwidth_cap_by_hand():
     assert math.isclose(effective_bandwidth_bytes_s(2039.0, eff, 0), 2039e9 * 0.9, rel_tol=1e-12)
     no_cap = Efficiency(bandwidth_fraction=0.9, compute_fraction=0.5)
     assert math.isclose(effective_bandwidth_bytes_s(2039.0, no_cap, 108), 2039e9 * 0.9, rel_tol=1e-12)
-    import numpy as np
     arr = effective_bandwidth_bytes_s(np.array([2039.0, 1008.0, 2039.0]), eff, np.array([108, 128, 0]))
     assert np.allclose(arr, [972e9, 907.2e9, 2039e9 * 0.9], rtol=1e-12)
     # the weight GEMMs of one decode step on the A100 are timed at 972 GB/s
     m, fmt, spec = load_model("llama-2-7b"), weight_format("q4_0"), load_hardware("a100-80gb-sxm")
     dev = device_model(spec, select_unit(spec, fmt), fmt, eff)
-    from planner.ops import decode_ops
     ops = decode_ops(m, fmt, "fp16", 1, 512)
     for op, ot in zip(ops, time_ops(ops, dev)):
         if op.name == "qkv_proj":
@@ -321,7 +318,6 @@ def test_sm_bandwidth_cap_by_hand():
 def test_fit_keeps_the_sm_cap_only_where_the_rows_need_it(prepared):
     """The fit's model choice (planner/accuracy/fit.py): rows generated with an SM cap of 9 GB/s per SM on a mix
     of HBM and GDDR GPUs get the cap back (within 3%); the same rows generated without a cap get none (0)."""
-    import numpy as np
     from planner.accuracy.fit import fit_design
 
     d = _llamacpp_fp16_decode(prepared)
@@ -358,7 +354,7 @@ def test_format_compute_fraction_by_hand():
         fmt = weight_format(fmt_name)
         dev = device_model(spec, select_unit(spec, fmt), fmt, eff)
         peak = dev.peak_tflops["matmul"] * 1e12
-        assert fmt_name != "bf16" or peak == 1307.4e12
+        assert fmt_name != "bf16" or math.isclose(peak, 1307.4e12, rel_tol=1e-12)
         ops = prefill_ops(m, fmt, "fp16", 1, 512)
         for op, ot in zip(ops, time_ops(ops, dev)):
             if op.name == "qkv_proj":
