@@ -24,6 +24,7 @@ samples, at most 32 per row). tests/accuracy checks that this table and the plan
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,10 +62,59 @@ def _decode_steps(prompt: int, n: int):
     return prompt + np.floor((j + 0.5) * n / k), np.full(k, n / k)
 
 
-def _queue_steps(B: int, P: int) -> float:
-    """k: prefill steps of B prompts of P tokens at PREFILL_TOKENS_PER_STEP tokens per step (serving_rows.py)."""
-    from .serving_rows import PREFILL_TOKENS_PER_STEP
-    return max(1.0, float(np.ceil(B * P / PREFILL_TOKENS_PER_STEP)))
+def queue_first_token_share(B: int, P: int) -> float:
+    """Mean share of the prefill of B prompts of P tokens (sent at once, run in order at PREFILL_TOKENS_PER_STEP = T
+    tokens per step) that has run when a request gets its first token: request i (1..B) ends its prompt in step
+    s_i = ceil(i P / T) of k = ceil(B P / T), so the share is mean_i(s_i) / k. B P <= T: 1 (one step). B = 1: 1 (a
+    lone prompt, chunked or not, is all prefilled before its first token). P = T / m (the H200 dashboard's 64 x 1024
+    in steps of 8,192): (k + 1) / (2k). The rest, 1 - share, runs after the request's first token and stalls its
+    decode (steps_of_row, kind tpot). Serving_rows.py documents the queue mode."""
+    from .serving_rows import PREFILL_TOKENS_PER_STEP as T
+    k = max(1, math.ceil(B * P / T))
+    i = np.arange(1, B + 1, dtype=np.float64)
+    return float(np.mean(np.ceil(i * P / T)) / k)
+
+
+def closed_loop_waits(clients: int, slots: int, rounds: int) -> tuple[float, float]:
+    """(mean wait, makespan), both in units of one request's service time S: `clients` threads each send `rounds`
+    requests one after another to a server that runs at most `slots` at once, first come first served, every
+    request taking S (LMDeploy profile_generation: B threads x 3 rounds). slots >= clients: (0, rounds). Little's
+    law checks the steady state: each thread cycles through wait + S, the server completes slots / S requests per
+    unit time, so wait -> S (clients / slots - 1) (tests/accuracy/test_accuracy_model.py)."""
+    import heapq
+
+    free = [0.0] * max(1, min(slots, clients))
+    ready = [(0.0, i, i) for i in range(clients)]
+    heapq.heapify(ready)
+    done, waits, makespan, order = [0] * clients, [], 0.0, clients
+    while ready:
+        t, _, c = heapq.heappop(ready)
+        start = max(t, heapq.heappop(free))
+        waits.append(start - t)
+        end = start + 1.0
+        heapq.heappush(free, end)
+        makespan = max(makespan, end)
+        done[c] += 1
+        if done[c] < rounds:
+            heapq.heappush(ready, (end, order, c))
+            order += 1
+    return float(np.mean(waits)), makespan
+
+
+def kv_concurrency(r: dict) -> int:
+    """Sequences an engine with a bounded KV pool runs at once (serving_rows.py, KV capacity): min(B, floor(pool
+    tokens / (P + O/2))), pool tokens = min(cache_tokens, (mem_gib x 2^30 - weight bytes per GPU) / KV bytes per
+    token per GPU); K/V heads split over min(TP, KV heads) GPUs. B where the row records no pool."""
+    B, mem = int(r["batch"]), r.get("mem_gib")
+    if not mem or mem != mem:  # no pool recorded (absent, 0 or NaN)
+        return B
+    from ..memory import kv_seq_bytes
+    from ..ops import weight_bytes
+
+    m, fmt, tp = load_model(r["model"]), weight_format(r["weights"]), int(r.get("tp", 1) or 1)
+    kv_token = float(kv_seq_bytes(m, r["kv_dtype"], 1.0, capped=False)) / min(tp, m.num_kv_heads)
+    pool_tokens = min(float(r["cache_tokens"]), (r["mem_gib"] * 2.0 ** 30 - weight_bytes(m, fmt) / tp) / kv_token)
+    return max(1, min(B, int(pool_tokens // (r["prompt"] + r["output"] / 2))))
 
 
 def steps_of_row(r: dict) -> tuple[list[tuple], float]:
@@ -72,6 +122,9 @@ def steps_of_row(r: dict) -> tuple[list[tuple], float]:
     for rate kinds (tokens), value / 1e3 for latency kinds in ms (work = 0 marks that case). Kinds and TTFT modes
     are documented in serving_rows.py; TP groups time every step with the per-GPU ops (build_design)."""
     kind, B, P, O = r["kind"], r["batch"], r["prompt"], r["output"]
+    n = kv_concurrency(r)  # fewer than B run at once where the row's KV pool is full
+    if n < B:
+        return _capacity_steps(kind, B, n, P, O, int(r.get("rounds", 1) or 1), r.get("work_div", 1))
     if kind == "decode_rate":
         past, w = _decode_steps(P, O)
         return [("decode", 1, 1, p, wi) for p, wi in zip(past, w)], float(O)
@@ -82,14 +135,14 @@ def steps_of_row(r: dict) -> tuple[list[tuple], float]:
         mode = r.get("ttft_mode", "batch")
         if mode == "single":
             return [("prefill", 1, P, 0, 1.0)], 0.0
-        k = _queue_steps(B, P) if mode == "queue" else 1.0
-        return [("prefill", B, P, 0, (k + 1) / (2 * k))], 0.0
+        share = queue_first_token_share(B, P) if mode == "queue" else 1.0
+        return [("prefill", B, P, 0, share)], 0.0
     if kind == "tpot":
         steps = [("decode", B, 1, P + O // 2, 1.0)]
         if r.get("ttft_mode") == "queue" and O > 1:
-            k = _queue_steps(B, P)
-            if k > 1:
-                steps.append(("prefill", B, P, 0, (k - 1) / (2 * k) / (O - 1)))
+            after = 1.0 - queue_first_token_share(B, P)
+            if after > 1e-12:
+                steps.append(("prefill", B, P, 0, after / (O - 1)))
         return steps, 0.0
     if kind in ("throughput", "e2e"):
         steps = [("prefill", B, P, 0, 1.0)]
@@ -98,6 +151,26 @@ def steps_of_row(r: dict) -> tuple[list[tuple], float]:
             steps += [("decode", B, 1, p, wi) for p, wi in zip(past, w)]
         return steps, (float(B * O) / r.get("work_div", 1) if kind == "throughput" else 0.0)
     raise ValueError(kind)
+
+
+def _capacity_steps(kind: str, B: int, n: int, P: int, O: int, rounds: int, work_div: int):
+    """Steps of a static-batch row where only n of the B threads run at once (closed_loop_waits): a request's service
+    S = prefill of n prompts + O - 1 decode steps of n sequences. TTFT = prefill + mean wait x S; TPOT = one decode
+    step of n at the mean context; throughput = B x rounds x O tokens in makespan x S, i.e. B x O per makespan /
+    rounds services."""
+    wait, makespan = closed_loop_waits(B, n, rounds)
+    service = [("prefill", n, P, 0, 1.0)]
+    if O > 1:
+        past, w = _decode_steps(P, O - 1)
+        service += [("decode", n, 1, p, wi) for p, wi in zip(past, w)]
+    if kind == "ttft":
+        return [("prefill", n, P, 0, 1.0)] + [(st, b, s, p, w * wait) for st, b, s, p, w in service], 0.0
+    if kind == "tpot":
+        return [("decode", n, 1, P + O // 2, 1.0)], 0.0
+    if kind == "throughput":
+        k = makespan / rounds
+        return [(st, b, s, p, w * k) for st, b, s, p, w in service], float(B * O) / work_div
+    raise ValueError(f"{kind} rows have no KV-capacity model")
 
 
 @dataclass

@@ -9,8 +9,11 @@ Metrics (the value is converted to ms for latencies, tok/s for rates; `kind` say
                              batch   static batch started together (LMDeploy profile_generation): one prefill step
                                      of B prompts of P tokens;
                              queue   N requests sent at once to a server (dstack): the N x P prompt tokens run in
-                                     k = ceil(N P / PREFILL_TOKENS_PER_STEP) prefill steps and request i gets its
-                                     first token when its step ends, so the mean TTFT = t(prefill N x P) x (k + 1)/(2k).
+                                     order in k = ceil(N P / T) prefill steps (T = PREFILL_TOKENS_PER_STEP) and
+                                     request i gets its first token when the step holding its last prompt token,
+                                     s_i = ceil(i P / T), ends: mean TTFT = t(prefill N x P) x mean_i(s_i) / k
+                                     (predict.queue_first_token_share; (k + 1)/(2k) when T is a multiple of P, 1 for
+                                     a lone request, however many steps its prompt takes).
                                      A `vllm bench serve --request-rate inf --max-concurrency N` run with fixed
                                      lengths (random or sonnet dataset, --ignore-eos) is a sequence of such waves:
                                      the N requests start together, have the same lengths, so finish together, and
@@ -19,8 +22,9 @@ Metrics (the value is converted to ms for latencies, tok/s for rates; `kind` say
                              single  steady serving at a concurrency limit (vllm bench serve --max-concurrency): a new
                                      request's prompt is prefilled alone (the others only decode): t(prefill 1 x P).
   tpot_ms / tpot_s / itl_ms  kind tpot: one decode step of the batch B at the mean context P + O/2. In `queue` runs the
-                             prefills that run after a request's first token stall it: + t(prefill N x P) x (k - 1)/(2k)
-                             / (O - 1) (vLLM 0.6 and TGI schedule waiting prefills before decodes).
+                             prefills that run after a request's first token stall it: + t(prefill N x P) x (1 -
+                             mean_i(s_i) / k) / (O - 1) (vLLM 0.6 and TGI schedule waiting prefills before decodes);
+                             nothing for a lone request.
   e2e_latency_ms             kind e2e: one static batch, prefill of B x P then O - 1 decode steps (benchmark_latency.py).
   throughput_tok_s           kind throughput: output tokens / time of one static batch (prefill of B x P then O - 1
                              decode steps), B x O tokens. A server at a concurrency limit B in steady state does the
@@ -29,6 +33,14 @@ Metrics (the value is converted to ms for latencies, tok/s for rates; `kind` say
                              GPU set (no division by TP).
   decode_tok_s_per_seq       kind decode_rate: batch-1 decode tok/s (ExLlamaV2; prompt and output not stated: a
                              128-token prompt and 128 new tokens assumed).
+KV capacity (LMDeploy v0.1.0 profile_generation, lmdeploy_a100_fp16_v0.1.0; InternLM/lmdeploy @379a2d5a): B client
+threads each run ROUNDS_LMDEPLOY requests one after another (benchmark/benchmark.sh: --test-round 3) against an
+engine whose KV pool holds at most `cache_tokens` tokens: TurboMind's cache_max_entry_count, a block count when >= 1
+(src/turbomind/models/llama/BlockManager.cc), set per model in benchmark/config/*.ini (LMDEPLOY_CACHE_BLOCKS), x
+128 tokens per block (cache_block_seq_len), and never more than the row's own mem(GB) (profile_generation: the GiB
+the run added on each GPU, nvml) less the weights. Blocks are taken as sequences grow, so a running sequence holds
+P + O/2 tokens on average and the engine runs n = min(B, floor(pool tokens / (P + O/2))) at once; the other threads
+wait (predict.closed_loop_waits). The rows record `mem_gib`, `cache_tokens` and `rounds`.
 Rows with variable lengths (ShareGPT) at a request rate are a simulator workload, not a fixed-shape step, and are
 listed unmapped; so are expert-parallel multi-node runs and devices, models or formats without a catalog entry.
 """
@@ -45,6 +57,11 @@ SERVING_PATH = REPO_ROOT / "data" / "measured_serving.csv"
 
 PREFILL_TOKENS_PER_STEP = 8192  # prompt tokens per prefill step of a server (vLLM/TGI default token budget order)
 SERVER_MAX_SEQS = 256          # vLLM's default max_num_seqs (and TGI's batch limit order): more requests queue in waves
+ROUNDS_LMDEPLOY = 3             # benchmark/benchmark.sh (v0.1.0): profile_generation.py --test-round 3
+LMDEPLOY_BLOCK_TOKENS = 128     # lmdeploy/turbomind/deploy/target_model/base.py cache_block_seq_len (v0.1.0)
+LMDEPLOY_CACHE_BLOCKS = {       # benchmark/config/{llama_7b,llama_13b,llama_70b,internlm_20b}.ini cache_max_entry_count
+    "llama-2-7b": 1000, "llama-2-13b": 500, "llama-2-70b": 4000, "internlm-20b": 700}
+CAPACITY_SOURCES = ("lmdeploy_a100_fp16_v0.1.0",)
 EXLLAMA_PROMPT = 128            # not stated by the README: assumed
 EXLLAMA_OUTPUT = 128
 
@@ -165,7 +182,12 @@ def map_serving_row(r: dict, hw_known: set, models_known: set) -> tuple[dict | N
         O = max(int(round(O)), 1)
     if kind == "throughput" and "total" not in str(r["unit"]):
         return None, f"throughput scope '{r['unit']}' is not a whole-set total"
+    mem = re.search(r"mem\(GB\) ([0-9.]+)", str(r["notes"])) if src in CAPACITY_SOURCES else None
+    capacity = ({"mem_gib": float(mem.group(1)), "rounds": ROUNDS_LMDEPLOY,
+                 "cache_tokens": LMDEPLOY_CACHE_BLOCKS[model] * LMDEPLOY_BLOCK_TOKENS}
+                if mem and model in LMDEPLOY_CACHE_BLOCKS else {})
     return {
+        **capacity,
         "source": src, "hardware_label": r["hardware"], "hardware": hw, "model": model, "weights": wf,
         "kv_dtype": kv, "runtime": runtime, "metric": metric, "kind": kind, "batch": B, "prompt": P, "output": O,
         "measured": float(r["value"]) * scale, "flash_attention": True, "ubatch": 0, "depth": 0, "anomalous": "",

@@ -12,7 +12,8 @@ import pytest
 from planner import estimate
 from planner.accuracy.benchmark import committed_profiles, prepare
 from planner.accuracy.data import DATA_PATH, HARDWARE_IDS, load_rows
-from planner.accuracy.predict import params_for_rows, predict_time_s, steps_of_row
+from planner.accuracy.predict import (closed_loop_waits, kv_concurrency, params_for_rows, predict_time_s,
+                                      steps_of_row)
 from planner.architecture import load_model
 from planner.cli import main
 from planner.errors import PlannerError
@@ -126,14 +127,22 @@ def test_tensor_parallel_rows_match_tp_step_time(prepared):
 
 def test_serving_metric_steps_follow_their_definitions():
     """Queue mode (dstack, N requests at once): 64 prompts of 10,000 tokens = 640,000 tokens in k = ceil(640000 /
-    8192) = 79 prefill steps; mean TTFT = t(prefill) x (k + 1) / (2k) = 80/158; TPOT adds (k - 1)/(2k)/(O - 1) of the
-    prefill. e2e (benchmark_latency): prefill then O - 1 = 2047 decode steps (32 samples of weight 2047/32)."""
+    8192) = 79 prefill steps run in order; request i has its first token when step ceil(10000 i / 8192) ends, so the
+    mean TTFT is t(prefill) x sum_i ceil(10000 i / 8192) / (64 x 79) (the loop below, by hand: 2571 / 5056), and TPOT
+    adds the remaining share over O - 1 = 99 steps. A lone 128,000-token prompt (16 steps) is all prefilled before
+    its first token: TTFT = the whole prefill, no TPOT stall. e2e (benchmark_latency): prefill then O - 1 = 2047
+    decode steps (32 samples of weight 2047/32)."""
+    share = sum(math.ceil(10000 * i / 8192) for i in range(1, 65)) / (64 * 79)
+    assert share == pytest.approx(2571 / 5056)
     r = {"kind": "ttft", "batch": 64, "prompt": 10000, "output": 100, "ttft_mode": "queue"}
     steps, work = steps_of_row(r)
-    assert work == 0 and steps == [("prefill", 64, 10000, 0, pytest.approx(80 / 158))]
+    assert work == 0 and steps == [("prefill", 64, 10000, 0, pytest.approx(share))]
     steps, _ = steps_of_row({**r, "kind": "tpot"})
     assert steps[0] == ("decode", 64, 1, 10050, 1.0)
-    assert steps[1][4] == pytest.approx(78 / 158 / 99)
+    assert steps[1][4] == pytest.approx((1 - share) / 99)
+    lone = {"kind": "ttft", "batch": 1, "prompt": 128000, "output": 150, "ttft_mode": "queue"}
+    assert steps_of_row(lone)[0] == [("prefill", 1, 128000, 0, 1.0)]
+    assert steps_of_row({**lone, "kind": "tpot"})[0] == [("decode", 1, 1, 128075, 1.0)]
     steps, work = steps_of_row({"kind": "e2e", "batch": 8, "prompt": 128, "output": 2048})
     assert work == 0 and steps[0] == ("prefill", 8, 128, 0, 1.0) and len(steps) == 33
     assert sum(s[4] for s in steps[1:]) == pytest.approx(2047)
@@ -374,3 +383,34 @@ def test_own_fraction_formats_needs_two_big_native_formats():
     assert own_fraction_formats(["fp16"] * 94 + ["q4_k_m"] * 184 + ["q8_0"] * 20) == ()
     assert own_fraction_formats(["fp16"] * 94 + ["q4_k_m"] * 184 + ["mxfp4"] * 20) == ("mxfp4",)
     assert own_fraction_formats(["fp16"] * 180) == ()
+
+
+def test_closed_loop_waits_by_hand():
+    """4 threads, 2 slots, service 1. One round: two start at 0, two wait 1 -> mean 0.5, done at 2. Two rounds: the
+    first two threads' second requests queue behind the two that waited since 0, so every request after the first
+    two waits 1: (0 + 0 + 6 x 1) / 8 = 0.75, done at 4. Many rounds: Little's law, wait -> clients / slots - 1."""
+    assert closed_loop_waits(4, 2, 1) == (0.5, 2.0)
+    assert closed_loop_waits(4, 2, 2) == (0.75, 4.0)
+    assert closed_loop_waits(8, 8, 3) == (0.0, 3.0)
+    wait, makespan = closed_loop_waits(100, 10, 200)
+    assert wait == pytest.approx(100 / 10 - 1, rel=0.01) and makespan == pytest.approx(100 * 200 / 10)
+
+
+def test_lmdeploy_kv_capacity_queues_the_threads_that_do_not_fit(prepared):
+    """LMDeploy v0.1.0 Llama-2-13B, 64 threads x 3 rounds of 2048 + 2048 tokens on one A100: the benchmark's config
+    gives TurboMind 500 blocks x 128 = 64,000 tokens of KV cache (below the row's mem(GB) 77.09 GiB = 82.8 GB less
+    26.0 GB of fp16 weights = 56.7 GB / 819,200 B per token = 69,000 tokens), so 64,000 / (2048 + 2048/2) = 20.8 ->
+    20 sequences run at once and the other threads wait: the published mean first-token latency is 190 s where one
+    prefill of 64 x 2048 takes about 20 s. The 70B run at TP4 (4000 blocks = 512,000 tokens) fits all 64."""
+    df = prepared[0]
+    rows = df[(df["source"] == "lmdeploy_a100_fp16_v0.1.0") & (df["batch"] == 64) & (df["prompt"] == 2048)
+              & (df["output"] == 2048) & (df["kind"] == "ttft")]
+    r13 = rows[rows["model"] == "llama-2-13b"].iloc[0].to_dict()
+    assert r13["cache_tokens"] == 64000 and r13["rounds"] == 3 and r13["mem_gib"] == pytest.approx(77.09)
+    assert kv_concurrency(r13) == 20
+    assert r13["measured"] == pytest.approx(190453.0)
+    assert kv_concurrency(rows[rows["model"] == "llama-2-70b"].iloc[0].to_dict()) == 64
+    steps, work = steps_of_row(r13)
+    wait, _ = closed_loop_waits(64, 20, 3)
+    assert work == 0 and steps[0] == ("prefill", 20, 2048, 0, 1.0) and steps[1] == ("prefill", 20, 2048, 0, wait)
+    assert sum(w for st, *_, w in steps if st == "decode") == pytest.approx(2047 * wait)

@@ -33,7 +33,7 @@ from planner.accuracy.benchmark import (ENGINES, MIN_REGIME_ROWS, build_profiles
 from planner.accuracy.data import DATA_PATH
 from planner.accuracy.serving_rows import SERVING_PATH
 
-CEILINGS = {"decode_b1": (11.2, 40.0), "decode_batched": (12.8, 74.9), "prefill": (19.2, 68.2), "e2e": (11.3, 22.3)}
+CEILINGS = {"decode_b1": (11.2, 40.0), "decode_batched": (11.7, 72.7), "prefill": (19.2, 65.4), "e2e": (10.1, 22.3)}
 REACHED = {"decode_batched": (15.0, None), "e2e": (12.0, 30.0)}  # issue-11 targets met: median, p90 (None: not met)
 COVERED = ("decode_b1", "decode_batched", "prefill", "e2e")
 
