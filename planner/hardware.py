@@ -230,6 +230,12 @@ class Efficiency(_Frozen):
         "the runtime re-allocates and copies its whole KV cache every decode step (Hugging Face transformers' "
         "DynamicCache appends with torch.cat per layer): each decode attention op then moves its cache twice more, "
         "one read and one write, 3 x the KV bytes in all (planner/roofline.py op_bytes)"))
+    kv_read_per_query_head: bool = Field(False, description=(
+        "the runtime's fused decode attention kernel gives each query head its own pass over the K/V cache (one "
+        "CTA per query head: TensorRT-LLM's masked MHA where XQA does not apply, vLLM's and TGI's paged_attention "
+        "v1/v2), so a decode attention op reads its cache (query heads / K/V heads) times (planner/roofline.py "
+        "op_bytes); false = one pass per K/V head (FlashAttention, FlashInfer, XQA). A materialized attention "
+        "(no flash attention) always makes one pass per query head (planner/ops.py)"))
     sm_bandwidth_gbs: SmBandwidthGBs = Field(0.0, description=(
         "memory bandwidth one SM (CU) sustains in the runtime's memory-bound kernels, GB/s: the effective bandwidth "
         "is min(bandwidth x bandwidth_fraction, sm_count x this) (planner/roofline.py effective_bandwidth_bytes_s). "

@@ -8,6 +8,11 @@ batch sizes and lengths; nothing depends on the hardware. Each OpCost counts one
   weight_bytes   parameters read (at the format's effective bits per weight, scales included)
   act_bytes      activations read and written (16-bit, or fp32 for the fp32 format)
   kv_read_bytes  KV cache read: K once in the score op, V once in the value op (never the whole cache twice)
+  kv_passes      passes over that cache an attention op makes: a materialized (unfused) attention is a batched
+                 matmul that broadcasts each K/V head to its kv_group query heads, so it reads the cache
+                 kv_group times (Llama-3-70B: 64 / 8 = 8); fused kernels that share K/V across a group read it
+                 once (planner/roofline.py op_bytes, which also takes a runtime whose fused decode kernel gives
+                 each query head its own pass: Efficiency.kv_read_per_query_head)
   kv_write_bytes new K and V appended to the cache
 
 Prefill of S new tokens per sequence after `past` cached ones: a causal query i attends to past + i + 1 keys
@@ -43,6 +48,8 @@ class OpCost:
     kv_write_bytes: np.ndarray | float = 0.0
     compute: str = MATMUL
     kv_dtype: str | None = None  # attention ops: the cache dtype their K/V are read in
+    kv_group: float = 1.0   # attention ops reading the cache: query heads per K/V head (MLA's latent: 1)
+    kv_passes: float = 1.0  # passes over the cached K/V: kv_group where attention is materialized, else 1
 
     @property
     def bytes(self):
@@ -203,6 +210,7 @@ def _attention_ops(m: ModelArch, kv_dtype: str, a: float, stage: str, batch, new
     else:
         d_qk = d_v = m.head_dim
         k_tok = v_tok = kv_bytes_per_token_layer(m, kv_dtype) / 2
+    group = 1.0 if m.mla else float(Hq // m.num_kv_heads)  # query heads per K/V head (MLA: one shared latent)
     full = m.count_mixers("full", "full+ssm")
     groups = [("", full, None)]
     if m.num_local_layers:
@@ -224,10 +232,12 @@ def _attention_ops(m: ModelArch, kv_dtype: str, a: float, stage: str, batch, new
         fresh_kv_act = B * S * m.kv_elements_per_token_per_layer * a if stage == "prefill" else 0.0  # new K/V read as activations
         score_bytes = 0.0 if flash else pairs * a           # materialized score/probability matrix
         ops.append(OpCost(f"attn_scores{suffix}", stage, count, 2 * pairs * d_qk, 0.0,
-                          q_bytes + fresh_kv_act / 2 + score_bytes, kv_read_k, new_kv, ATTENTION, kv_dtype))
+                          q_bytes + fresh_kv_act / 2 + score_bytes, kv_read_k, new_kv, ATTENTION, kv_dtype,
+                          group, 1.0 if flash else group))
         ops.append(OpCost(f"attn_softmax{suffix}", stage, count, 5 * pairs, 0.0, 2 * score_bytes, 0.0, 0.0, VECTOR))
         ops.append(OpCost(f"attn_values{suffix}", stage, count, 2 * pairs * d_v, 0.0,
-                          o_bytes + fresh_kv_act / 2 + score_bytes, kv_read_v, 0.0, ATTENTION, kv_dtype))
+                          o_bytes + fresh_kv_act / 2 + score_bytes, kv_read_v, 0.0, ATTENTION, kv_dtype,
+                          group, 1.0 if flash else group))
     if m.sparse:
         # the lightning indexer scores every cached key (its own index_head_dim key cache) with index_n_heads heads
         s, ns = m.sparse, m.count_mixers("sparse")

@@ -282,6 +282,7 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
     kernel_peak = getattr(dev, "kernel_peak_flops", 0.0)
     launch = getattr(dev, "gemm_launch_s", 0.0)  # 0 on devices where the regime does not apply
     kv_copy = getattr(dev.efficiency, "kv_cache_copy", False)  # a bool, or 0/1 per stacked device
+    per_head = getattr(dev.efficiency, "kv_read_per_query_head", False)  # the same
     if kv_copy.__class__ not in _PLAIN and kv_copy.__class__ is not bool and not kv_copy.any():
         # stacked devices (an array: the class test reads no numpy on the one-device path), none copies its cache
         kv_copy = False  # op_bytes adds 2 x 0 x the KV read: the same bytes
@@ -305,7 +306,8 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
             peak = capped * matmul_peak_scale(rows, half_gemm, dq)
         if op.compute == ATTENTION and op.kv_dtype in kv_dq:  # converting cached K/V costs compute time
             peak = peak / (1.0 + kv_dq[op.kv_dtype])
-        t, c, m = roofline_time_s(op.flops, op_bytes(op, getattr(dev, "unit_dtypes", None), kv_copy), peak, bw)
+        t, c, m = roofline_time_s(op.flops, op_bytes(op, getattr(dev, "unit_dtypes", None), kv_copy, per_head),
+                                  peak, bw)
         if weight_gemm and regime_on:  # tile padding and the ridge roll-off (planner.regimes)
             kernel_c = (op.flops / kernel_peak if op.flops.__class__ is float and kernel_peak.__class__ is float
                         else np.asarray(op.flops, dtype=np.float64) / kernel_peak)
@@ -330,17 +332,32 @@ def _any_positive(x) -> bool:
     return x > 0 if x.__class__ in (float, int) else bool(np.any(np.asarray(x) > 0))
 
 
-def op_bytes(op: OpCost, unit_dtypes, kv_cache_copy=False) -> np.ndarray | float:
-    """Bytes an op costs in bandwidth time: op.bytes, with the KV read scaled by regimes.kv_read_factor where the
-    unit converts the cache format in the kernel (fp8 KV on a unit without fp8 math), plus 2 x the KV read of a
-    decode op where the runtime copies its cache every step (Efficiency.kv_cache_copy: torch.cat reads the old cache
-    and writes the new one). kv_cache_copy: a bool, or one 0/1 per device of a stacked sweep device."""
+def kv_passes(op: OpCost, per_query_head=False):
+    """Passes an attention op makes over the cached K/V it reads: op.kv_passes (a materialized attention: one per
+    query head), or op.kv_group for a decode op of a runtime whose fused decode kernel gives each query head its
+    own pass (Efficiency.kv_read_per_query_head: one CTA per query head, as TensorRT-LLM's masked MHA where XQA does
+    not apply and vLLM's paged_attention v1/v2 do). per_query_head: a bool, or one 0/1 per stacked device."""
+    if op.stage != "decode" or op.kv_group == 1.0:
+        return op.kv_passes
+    if per_query_head.__class__ is bool or per_query_head.__class__ in _PLAIN:
+        return op.kv_group if per_query_head else op.kv_passes
+    return np.where(np.asarray(per_query_head) > 0, op.kv_group, op.kv_passes)
+
+
+def op_bytes(op: OpCost, unit_dtypes, kv_cache_copy=False, per_query_head=False) -> np.ndarray | float:
+    """Bytes an op costs in bandwidth time: op.bytes, with the KV read taken kv_passes times and scaled by
+    regimes.kv_read_factor where the unit converts the cache format in the kernel (fp8 KV on a unit without fp8
+    math), plus 2 x the KV read of a decode op where the runtime copies its cache every step (Efficiency.kv_cache_copy:
+    torch.cat reads the old cache and writes the new one). kv_cache_copy, per_query_head: a bool, or one 0/1 per
+    device of a stacked sweep device."""
     f = kv_read_factor(unit_dtypes, op.kv_dtype) if (unit_dtypes and op.kv_dtype) else 1.0
     copy = 2.0 * kv_cache_copy if op.stage == "decode" else 0.0
-    if f == 1.0 and (copy.__class__ is float and copy == 0.0):
+    passes = kv_passes(op, per_query_head) if op.kv_dtype else 1.0
+    if f == 1.0 and (copy.__class__ is float and copy == 0.0) and (passes.__class__ is float and passes == 1.0):
         return op.bytes
     kv = op.kv_read_bytes
-    return op.bytes + (f - 1.0 + copy) * (as_float(kv) if kv.__class__ in _PLAIN else np.asarray(kv, dtype=np.float64))
+    return op.bytes + (f * passes - 1.0 + copy) * (as_float(kv) if kv.__class__ in _PLAIN
+                                                   else np.asarray(kv, dtype=np.float64))
 
 
 def step_time_s(op_times: list[OpTime], dev: DeviceModel):

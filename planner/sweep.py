@@ -35,6 +35,7 @@ class _StackedEfficiency:
     compute_half_rows: np.ndarray | float = 0.0
     kv_dequant_overhead: dict | None = None  # KV dtype -> array over devices
     kv_cache_copy: np.ndarray | bool = False  # 0/1 per device (Efficiency.kv_cache_copy)
+    kv_read_per_query_head: np.ndarray | bool = False  # 0/1 per device (Efficiency.kv_read_per_query_head)
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,11 @@ class _StackedDevice:
     gemm_launch_s: np.ndarray | float = 0.0      # per device (roofline.DeviceModel.gemm_launch_s)
 
 
+def _flags(values, shape):
+    """One 0/1 per device, or plain False where no device sets the flag (the one-value path of roofline.op_bytes)."""
+    return np.array([float(v) for v in values]).reshape(shape) if any(values) else False
+
+
 def _stack(devs) -> _StackedDevice:
     # devices x (1) x batch x prompt x output: one spare axis, so that decode's trailing axis of integration samples
     # (added to batch, prompt and output) still leaves the devices leading
@@ -65,7 +71,8 @@ def _stack(devs) -> _StackedDevice:
                                      else d.compute_half_rows for d in devs]).reshape(shape),
                            {k: np.array([d.efficiency.kv_dequant_overhead.get(k, 0.0) for d in devs]).reshape(shape)
                             for k in {k for d in devs for k in d.efficiency.kv_dequant_overhead}},
-                           np.array([float(d.efficiency.kv_cache_copy) for d in devs]).reshape(shape)),
+                           np.array([float(d.efficiency.kv_cache_copy) for d in devs]).reshape(shape),
+                           _flags([d.efficiency.kv_read_per_query_head for d in devs], shape)),
         devs[0].bytes_per_weight, np.array([d.dequant_factor for d in devs]).reshape(shape),
         np.array([d.matmul_cap_flops for d in devs]).reshape(shape),
         next((d.gemm_regime for d in devs if d.gemm_regime is not None), None),

@@ -26,6 +26,7 @@ import re
 from pathlib import Path
 
 from ..hardware import REPO_ROOT
+from .decode_kernels import decode_kernel_per_query_head
 
 DATA_PATH = REPO_ROOT / "data" / "measured_public.csv"
 
@@ -218,6 +219,8 @@ def load_rows(path: str | Path = DATA_PATH, serving_path: str | Path | None = No
             # TRT-LLM and gpt-fast use fused attention; llama-bench rows say theirs (_llamacpp_settings)
             "flash_attention": fa, "ubatch": ubatch, "depth": depth,
             "anomalous": anomaly or "", "tp": tp,
+            "kv_per_query_head": decode_kernel_per_query_head(runtime, r["framework"], r["source_id"], model,
+                                                              prompt + output),
         })
     from .serving_rows import SERVING_PATH, load_serving_rows
 

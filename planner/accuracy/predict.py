@@ -34,8 +34,8 @@ from ..hardware import DATASHEET_EFFICIENCY, load_hardware
 from ..ops import MATMUL, step_ops
 from ..quantization import weight_format
 from ..regimes import GROUPED_GEMM_OPS, kv_read_factor, regime_constants, weight_gemm_time_s
-from ..roofline import (device_model, effective_bandwidth_bytes_s, fp16_accumulate_peak, gemm_rows, select_unit,
-                        unit_gemm_regime)
+from ..roofline import (device_model, effective_bandwidth_bytes_s, fp16_accumulate_peak, gemm_rows, kv_passes,
+                        select_unit, unit_gemm_regime)
 from ..units import GB, TERA
 
 DECODE_SAMPLES = 32  # as planner.latency.decode_sum_s
@@ -231,7 +231,7 @@ def build_design(df) -> Design:
         meas[i] = wk / r["measured"] if wk else r["measured"] / 1e3
         for stage, B, S, P, w in steps:
             key = (r["model"], r["weights"], r["kv_dtype"], bool(r["flash_attention"]), stage, int(r.get("tp", 1)),
-                   r["hardware"] if r.get("tp", 1) > 1 else "")
+                   r["hardware"] if r.get("tp", 1) > 1 else "", bool(r.get("kv_per_query_head", False)))
             steps_by_group.setdefault(key, []).append((i, B, S, P, w))
             row_steps[i] += w
     # device inputs per row (datasheet peaks; efficiency enters only at evaluation)
@@ -257,7 +257,7 @@ def build_design(df) -> Design:
                                      "matmul")}
     row_ops = np.zeros(n)
     comm = np.zeros(n)
-    for (model, weights, kv, flash, stage, tp, hw), items in steps_by_group.items():
+    for (model, weights, kv, flash, stage, tp, hw, per_head), items in steps_by_group.items():
         arr = np.array(items, dtype=np.float64)
         ri = arr[:, 0].astype(int)
         B, S, P, w = arr[:, 1], arr[:, 2], arr[:, 3], arr[:, 4]
@@ -272,8 +272,9 @@ def build_design(df) -> Design:
             size = len(ri)
             flops = np.broadcast_to(np.asarray(op.flops, dtype=np.float64), (size,))
             nbytes = np.broadcast_to(np.asarray(op.bytes, dtype=np.float64), (size,))
-            if op.kv_dtype:  # per-row unit: KV conversion where the unit lacks the cache format (roofline.op_bytes)
-                f = np.array([kv_read_factor(dev_dtypes[i], op.kv_dtype) for i in ri])
+            if op.kv_dtype:  # per-row unit: KV conversion where the unit lacks the cache format, and the passes
+                # over the cache (materialized attention; a per-query-head decode kernel): roofline.op_bytes
+                f = np.array([kv_read_factor(dev_dtypes[i], op.kv_dtype) for i in ri]) * kv_passes(op, per_head)
                 kv_read = np.broadcast_to(np.asarray(op.kv_read_bytes, dtype=np.float64), (size,))
                 nbytes = nbytes + (f - 1.0) * kv_read
             is_gemm = op.compute == MATMUL and np.any(np.asarray(op.weight_bytes) > 0)

@@ -52,6 +52,7 @@ import re
 from pathlib import Path
 
 from ..hardware import REPO_ROOT
+from .decode_kernels import decode_kernel_per_query_head
 
 SERVING_PATH = REPO_ROOT / "data" / "measured_serving.csv"
 
@@ -193,6 +194,7 @@ def map_serving_row(r: dict, hw_known: set, models_known: set) -> tuple[dict | N
         "measured": float(r["value"]) * scale, "flash_attention": True, "ubatch": 0, "depth": 0, "anomalous": "",
         "tp": tp,
         "ttft_mode": TTFT_MODES.get(src, "single"), "work_div": 1,
+        "kv_per_query_head": decode_kernel_per_query_head(runtime, r["framework"], src, model, P + O),
     }, None
 
 

@@ -53,6 +53,7 @@ def test_every_published_row_is_mapped_or_listed_with_a_reason():
 def _planner_path_time(r: dict, eff: Efficiency) -> float:
     """The row's time through planner.latency (the functions `estimate` uses), step by step."""
     m, fmt, spec = load_model(r["model"]), weight_format(r["weights"]), load_hardware(r["hardware"])
+    eff = eff.model_copy(update={"kv_read_per_query_head": bool(r["kv_per_query_head"])})  # the row's build's kernel
     dev = device_model(spec, select_unit(spec, fmt, r["unit"]), fmt, eff)
     kv, fa = r["kv_dtype"], bool(r["flash_attention"])
     if r["tp"] > 1:
@@ -89,7 +90,7 @@ def test_flat_op_table_matches_the_planner_path(prepared):
     drift: one row per (runtime, class, metric, format), timed both ways under the fitted profiles."""
     df, _, d = prepared
     profiles = committed_profiles(df)
-    sample = df.groupby(["runtime", "hw_class", "metric", "weights"]).head(1)
+    sample = df.groupby(["runtime", "hw_class", "metric", "weights", "kv_per_query_head", "flash_attention"]).head(1)
     effs = [profiles[r["runtime"]].for_unit(load_hardware(r["hardware"]),
                                             load_hardware(r["hardware"]).unit(r["unit"])).efficiency
             for r in df.to_dict("records")]
@@ -109,7 +110,7 @@ def test_tensor_parallel_rows_match_tp_step_time(prepared):
     from planner.serving.parallelism import node_for, tp_step_time_s
     df, _, d = prepared
     profiles = committed_profiles(df)
-    sample = df[df["tp"] > 1].groupby(["source", "kind"]).head(1)
+    sample = df[df["tp"] > 1].groupby(["source", "kind", "kv_per_query_head"]).head(1)
     effs = [profiles[r["runtime"]].for_unit(load_hardware(r["hardware"]),
                                             load_hardware(r["hardware"]).unit(r["unit"])).efficiency
             for r in df.to_dict("records")]
@@ -117,7 +118,8 @@ def test_tensor_parallel_rows_match_tp_step_time(prepared):
     for i, r in zip(sample.index, sample.to_dict("records")):
         spec = load_hardware(r["hardware"])
         fmt = weight_format(r["weights"])
-        dev = device_model(spec, spec.unit(r["unit"]), fmt, effs[i])
+        eff = effs[i].model_copy(update={"kv_read_per_query_head": bool(r["kv_per_query_head"])})
+        dev = device_model(spec, spec.unit(r["unit"]), fmt, eff)
         link = node_for(spec).intra_link()
         steps, _ = steps_of_row(r)
         t = sum(w * float(tp_step_time_s(load_model(r["model"]), fmt, r["kv_dtype"], dev, st, B, S, P, r["tp"], link,

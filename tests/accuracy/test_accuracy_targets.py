@@ -33,9 +33,12 @@ from planner.accuracy.benchmark import (ENGINES, MIN_REGIME_ROWS, build_profiles
 from planner.accuracy.data import DATA_PATH
 from planner.accuracy.serving_rows import SERVING_PATH
 
-CEILINGS = {"decode_b1": (11.2, 40.0), "decode_batched": (11.7, 72.7), "prefill": (19.2, 65.4), "e2e": (10.1, 22.3)}
+CEILINGS = {"decode_b1": (10.6, 30.0), "decode_batched": (11.6, 55.0), "prefill": (18.7, 65.4), "e2e": (10.1, 22.3)}
 REACHED = {"decode_batched": (15.0, None), "e2e": (12.0, 30.0)}  # issue-11 targets met: median, p90 (None: not met)
-COVERED = ("decode_b1", "decode_batched", "prefill", "e2e")
+COVERED = ("decode_b1", "decode_batched", "prefill")
+# e2e has two sources, so each one's range comes from the pooled throughput residuals of the other engines
+# (benchmark.loso_intervals): wider than its own errors, 95% coverage. Guarded against drifting either way.
+E2E_COVERAGE = (70.0, 96.0)
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +87,7 @@ def test_reached_coverage_targets_hold(results):
     figs = {f["regime"]: f for f in regime_figures(results, "loso")}
     for reg in COVERED:
         assert 70.0 <= figs[reg]["coverage"] <= 90.0, (reg, figs[reg])
+    assert E2E_COVERAGE[0] <= figs["e2e"]["coverage"] <= E2E_COVERAGE[1], figs["e2e"]
 
 
 def test_no_row_of_a_source_helps_predict_it(prepared):

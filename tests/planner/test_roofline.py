@@ -28,3 +28,42 @@ def test_kv_dequant_overhead_scales_attention_compute_only():
     assert float(b["mlp"].time_s) == float(a["mlp"].time_s)
     # a cache dtype not listed is read natively
     assert float(_times("fp16", conv)["attn_scores"].compute_s) == float(_times("fp16", plain)["attn_scores"].compute_s)
+
+
+def test_kv_passes_per_query_head_by_hand():
+    """Llama-3.1-8B decode, batch 16 at 4096 tokens of context, bf16 cache: the score op reads K = 16 x 4096 x 8 K/V
+    heads x 128 x 2 B = 134,217,728 B per layer. A fused kernel that shares K/V across the 32 / 8 = 4 query heads of a
+    group reads it once; a kernel with one CTA per query head (Efficiency.kv_read_per_query_head) or a materialized
+    attention (no flash attention: a batched matmul broadcasting each K/V head) reads it 4 times."""
+    from planner.ops import decode_ops as ops_of
+    from planner.roofline import kv_passes, op_bytes
+
+    m, f = load_model("llama-3.1-8b"), weight_format("bf16")
+    k_read = 16 * 4096 * 8 * 128 * 2
+    fused = {o.name: o for o in ops_of(m, f, "bf16", 16, 4096)}
+    unfused = {o.name: o for o in ops_of(m, f, "bf16", 16, 4096, flash_attention=False)}
+    s = fused["attn_scores"]
+    assert float(s.kv_read_bytes) == pytest.approx(k_read) and s.kv_group == 4.0 and s.kv_passes == 1.0
+    assert kv_passes(s) == 1.0 and kv_passes(s, True) == 4.0
+    assert float(op_bytes(s, None)) == pytest.approx(float(s.bytes))
+    assert float(op_bytes(s, None, per_query_head=True)) == pytest.approx(float(s.bytes) + 3 * k_read)
+    u = unfused["attn_scores"]
+    assert u.kv_passes == 4.0 and float(op_bytes(u, None)) == pytest.approx(float(u.bytes) + 3 * k_read)
+    # through time_ops: the flag costs 3 more K reads of bandwidth time on the attention ops, nothing elsewhere
+    a = _times("bf16", Efficiency(**BASE))
+    b = _times("bf16", Efficiency(**BASE, kv_read_per_query_head=True))
+    assert float(b["attn_scores"].memory_s) == pytest.approx(float(a["attn_scores"].memory_s) * float(s.bytes + 3 * k_read) / float(s.bytes))
+    assert float(b["mlp"].time_s) == float(a["mlp"].time_s)
+
+
+def test_tensor_parallel_keeps_query_heads_per_kv_head_until_kv_heads_replicate():
+    """Llama-3.1-70B (64 query heads, 8 K/V heads): at TP 8 each GPU holds 8 query heads and 1 K/V head (group 8); at
+    TP 16 the 8 K/V heads are replicated in pairs, 4 query heads share each GPU's K/V head (group 4)."""
+    from planner.ops import decode_ops as ops_of
+    from planner.serving.parallelism import split_ops
+
+    m, f = load_model("llama-3.1-70b"), weight_format("bf16")
+    ops = ops_of(m, f, "bf16", 1, 1024, flash_attention=False)
+    for tp, g in ((1, 8.0), (8, 8.0), (16, 4.0)):
+        s = next(o for o in split_ops(ops, m, tp) if o.name == "attn_scores")
+        assert (s.kv_group, s.kv_passes) == (g, g), tp

@@ -1,0 +1,53 @@
+"""Which decode attention kernel a published engine build ran: one pass over the K/V cache per K/V head (the
+kernel shares K/V across the query heads of a group: FlashAttention, FlashInfer, TensorRT-LLM's XQA, the ROCm
+custom paged attention) or one pass per query head (one CTA per query head: TensorRT-LLM's masked MHA, vLLM's
+paged_attention v1/v2 kernels that TGI also calls). A row's answer sets Efficiency.kv_read_per_query_head for it
+(planner/roofline.py op_bytes): a decode attention op then reads its cache (query heads / K/V heads) times.
+
+Sources:
+  TensorRT-LLM  XQA ("XQA optimization ... only supports a limited number of model configurations, such as the
+                LLAMA2 70B model", docs/source/advanced/gpt-attention.md) ships precompiled single-token kernels
+                for 8 query heads per K/V head and head size 128 or 256 only (cpp/tensorrt_llm/kernels/
+                decoderMaskedMultiheadAttention/cubin/xqa_kernel_cubin.h: ..._d_128_..._nqpkv_8_...). It first
+                shipped in v0.7 (the XQA blog measured v0.8a); v0.5 and v0.6.1 run masked MHA for every model.
+  ROCm vLLM     vLLM 0.6.x on ROCm (vllm/attention/backends/rocm_flash_attn.py, ROCm/vllm PR #8310, 2024-09) and
+  and TGI       TGI's ROCm build of the same time (server/text_generation_server/layers/attention/rocm.py) use
+                the custom kernel (grid seqs x partitions x K/V heads) only for head size 64/128, at most 16 query
+                heads per K/V head and max_seq_len <= 32,768; longer contexts fall back to paged_attention v1/v2.
+Every other engine and build here shares K/V (no evidence otherwise): the default False.
+"""
+
+from __future__ import annotations
+
+import re
+
+XQA_HEADS_PER_KV = (8,)           # the precompiled XQA set (xqa_kernel_cubin.h)
+XQA_HEAD_SIZES = (128, 256)
+XQA_FIRST_VERSION = (0, 7)        # TensorRT-LLM release that shipped XQA
+ROCM_CUSTOM_MAX_SEQ = 32768       # ROCm custom paged attention: max_seq_len <= 32768 (vLLM 0.6, TGI 2024-10)
+ROCM_SOURCES = ("dstack_tgi_vs_vllm_mi300x_llama405b_2024-10",)
+
+
+def _trtllm_version(framework: str) -> tuple[int, int] | None:
+    m = re.search(r"TensorRT-LLM v(\d+)\.(\d+)", str(framework))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def decode_kernel_per_query_head(runtime: str, framework: str, source: str, model_id: str, max_context: int) -> bool:
+    """True where the row's engine build read the K/V cache once per query head in decode (module docstring)."""
+    from ..architecture import load_model
+
+    m = load_model(model_id)
+    if m.mla or m.num_attention_heads == m.num_kv_heads:
+        return False  # MHA: one query head per K/V head either way
+    group = m.num_attention_heads // m.num_kv_heads
+    if runtime == "trtllm":
+        v = _trtllm_version(framework)
+        if v is None:
+            return False
+        xqa = v >= XQA_FIRST_VERSION and group in XQA_HEADS_PER_KV and m.head_dim in XQA_HEAD_SIZES
+        return not xqa
+    if runtime in ("vllm", "tgi") and source in ROCM_SOURCES:
+        custom = m.head_dim in (64, 128) and group <= 16 and max_context <= ROCM_CUSTOM_MAX_SEQ
+        return not custom
+    return False

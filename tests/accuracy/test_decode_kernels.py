@@ -1,0 +1,55 @@
+"""Which decode attention kernel a published engine build ran (planner/accuracy/decode_kernels.py), and the size of
+the effect checked by hand on one TensorRT-LLM row."""
+
+import pytest
+
+from planner.accuracy.decode_kernels import decode_kernel_per_query_head as per_head
+from planner.architecture import load_model
+from planner.ops import decode_ops
+from planner.quantization import weight_format
+from planner.roofline import op_bytes
+from planner.serving.parallelism import split_ops
+
+V061 = "TensorRT-LLM v0.6.1 (gptSessionBenchmark, static batch)"
+V09 = "TensorRT-LLM v0.9.0 (gptSessionBenchmark, static batch)"
+DSTACK = "dstack_tgi_vs_vllm_mi300x_llama405b_2024-10"
+
+
+def test_xqa_covers_eight_query_heads_per_kv_head_from_v07():
+    """XQA's precompiled set: 8 query heads per K/V head, head size 128/256, from v0.7. Llama-2-70B (64/8, d 128) gets
+    it in v0.9 and not in v0.6.1; Mistral-7B (32/8 = 4) and Falcon-180B (232/8 = 29, d 64) never; MHA models
+    (GPT-J, Llama-2-7B) have one query head per K/V head, so the question does not arise."""
+    assert per_head("trtllm", V061, "x", "llama-2-70b", 2176)
+    assert not per_head("trtllm", V09, "x", "llama-2-70b", 2176)
+    assert per_head("trtllm", V09, "x", "mistral-7b", 2176)
+    assert per_head("trtllm", V09, "x", "falcon-180b", 2176)
+    assert not per_head("trtllm", V061, "x", "gpt-j-6b", 2176)
+    assert not per_head("trtllm", V061, "x", "llama-2-7b", 2176)
+    assert not per_head("vllm", "vLLM v0.19.1", "vllm_blog_fp8_kvcache_2026-04", "llama-3.1-8b", 22000)
+
+
+def test_rocm_custom_paged_attention_stops_at_32k():
+    """vLLM 0.6.3 and TGI on ROCm (the dstack 405B runs): the custom kernel up to max_seq_len 32,768 (128 / 8 = 16
+    query heads per K/V head, head size 128), paged_attention v1/v2 beyond."""
+    assert not per_head("vllm", "vLLM 0.6.3.dev116", DSTACK, "llama-3.1-405b", 32000 + 92)
+    assert per_head("vllm", "vLLM 0.6.3.dev116", DSTACK, "llama-3.1-405b", 64000 + 150)
+    assert per_head("tgi", "TGI", DSTACK, "llama-3.1-405b", 128000 + 150)
+
+
+def test_masked_mha_explains_the_v061_llama70b_throughput():
+    """TensorRT-LLM v0.6.1, Llama-2-70B fp8 on 4 x H100 SXM, batch 480, 128 in / 2048 out: 1,486 output tok/s per
+    GPU = 480 / (1486 x 4) = 80.8 ms per decode step (the prefill is ~1% of the run). At the mean context 128 + 1024
+    = 1152 tokens each GPU reads K and V of 480 x 1152 tokens x 80 layers x 2 K/V heads x 128 x 1 B (fp8) x 2 =
+    22.6 GB per step: 6.8 ms at the datasheet 3.35 TB/s, with the 17.4 GB of weights ~12 ms of memory time, far
+    below 80.8 ms. Masked MHA reads it once per query head, 64 / 8 = 8 times: 181 GB = 54 ms, which with the
+    weights and ~16 TFLOP of GEMMs per GPU accounts for the measured step."""
+    m, f = load_model("llama-2-70b"), weight_format("fp8")
+    ops = split_ops(decode_ops(m, f, "fp8", 480, 1152), m, 4)
+    kv = sum(o.count * float(o.kv_read_bytes) for o in ops if o.kv_dtype)
+    assert kv == pytest.approx(480 * 1152 * 80 * 2 * 128 * 1 * 2, rel=1e-3)
+    assert kv == pytest.approx(22.6e9, rel=0.01)
+    moved = sum(o.count * float(op_bytes(o, None, per_query_head=True) - o.bytes) for o in ops if o.kv_dtype)
+    assert moved == pytest.approx(7 * kv, rel=1e-6)
+    step_s = 480 / (1486 * 4)
+    assert 8 * kv / 3.35e12 == pytest.approx(0.054, rel=0.01) and 8 * kv / 3.35e12 < step_s
+    assert (kv + 17.4e9) / 3.35e12 < step_s / 4
