@@ -31,6 +31,7 @@ from ..hardware import load_hardware
 from ..quantization import weight_format
 from ..roofline import select_unit
 from .data import DATA_PATH, INTERVAL_KEY, REGIME_NAMES, load_rows
+from .decode_kernels import REPEAT_KV_ENGINES
 from .fit import WEIGHT_FORMATS_SET, fit_design, own_fraction_formats, predict_with
 from .predict import Design, build_design, hardware_class, value_from_time
 
@@ -236,7 +237,7 @@ EFF_KEYS = ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kern
 HF_EAGER = {"bandwidth_fraction": 0.75, "compute_fraction": 0.6, "compute_half_rows": 16.0,
             "kernel_overhead_us": 160.0, "step_overhead_ms": 2.0, "matmul_tflops_per_watt": 0.0,
             "fp16_accumulate": False, "dequant_overhead": {}, "kv_cache_copy": True, "sm_bandwidth_gbs": 0.0,
-            "format_compute_fraction": {}}
+            "format_compute_fraction": {}, "kv_read_per_query_head": True}  # transformers' repeat_kv
 HF_EAGER_WIDEN = 1.5  # log-space widening of the extrapolated range for an engine with no measurement at all
 
 
@@ -332,6 +333,8 @@ def build_profiles(df, d: Design, res, today: str | None = None) -> dict:
                 continue
             vendor, kind = cls.rsplit("-", 1)
             eff = {k: _round(params[k]) for k in EFF_KEYS}
+            if rt in REPEAT_KV_ENGINES:  # the engine's model code repeats K/V per query head (decode_kernels.py)
+                eff["kv_read_per_query_head"] = True
             devices = sorted(df.loc[m, "hardware"].unique())
             if not any(load_hardware(h).power for h in devices):
                 eff["matmul_tflops_per_watt"] = 0.0

@@ -14,6 +14,9 @@ Sources:
   and TGI       TGI's ROCm build of the same time (server/text_generation_server/layers/attention/rocm.py) use
                 the custom kernel (grid seqs x partitions x K/V heads) only for head size 64/128, at most 16 query
                 heads per K/V head and max_seq_len <= 32,768; longer contexts fall back to paged_attention v1/v2.
+  gpt-fast,     repeat K/V to every query head before attention (REPEAT_KV_ENGINES): gpt-fast's model.py
+  HF eager      `k.repeat_interleave(self.n_head // self.n_local_heads, dim=1)` before scaled_dot_product_attention,
+                transformers' eager attention `repeat_kv`; their engine profiles carry the flag too (benchmark.py).
 Every other engine and build here shares K/V (no evidence otherwise): the default False.
 """
 
@@ -26,6 +29,7 @@ XQA_HEAD_SIZES = (128, 256)
 XQA_FIRST_VERSION = (0, 7)        # TensorRT-LLM release that shipped XQA
 ROCM_CUSTOM_MAX_SEQ = 32768       # ROCm custom paged attention: max_seq_len <= 32768 (vLLM 0.6, TGI 2024-10)
 ROCM_SOURCES = ("dstack_tgi_vs_vllm_mi300x_llama405b_2024-10",)
+REPEAT_KV_ENGINES = frozenset({"gpt-fast", "hf-eager"})  # every build: the K/V repeat is in the model code
 
 
 def _trtllm_version(framework: str) -> tuple[int, int] | None:
@@ -41,6 +45,8 @@ def decode_kernel_per_query_head(runtime: str, framework: str, source: str, mode
     if m.mla or m.num_attention_heads == m.num_kv_heads:
         return False  # MHA: one query head per K/V head either way
     group = m.num_attention_heads // m.num_kv_heads
+    if runtime in REPEAT_KV_ENGINES:
+        return True
     if runtime == "trtllm":
         v = _trtllm_version(framework)
         if v is None:

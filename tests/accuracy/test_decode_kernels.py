@@ -26,6 +26,9 @@ def test_xqa_covers_eight_query_heads_per_kv_head_from_v07():
     assert not per_head("trtllm", V061, "x", "gpt-j-6b", 2176)
     assert not per_head("trtllm", V061, "x", "llama-2-7b", 2176)
     assert not per_head("vllm", "vLLM v0.19.1", "vllm_blog_fp8_kvcache_2026-04", "llama-3.1-8b", 22000)
+    # gpt-fast and HF eager repeat K/V to every query head in the model code, whatever the build
+    assert per_head("gpt-fast", "gpt-fast (PyTorch, torch.compile)", "gpt_fast_readme", "llama-3.1-8b", 105)
+    assert not per_head("gpt-fast", "gpt-fast (PyTorch, torch.compile)", "gpt_fast_readme", "llama-2-7b", 105)
 
 
 def test_rocm_custom_paged_attention_stops_at_32k():
@@ -53,3 +56,13 @@ def test_masked_mha_explains_the_v061_llama70b_throughput():
     step_s = 480 / (1486 * 4)
     assert 8 * kv / 3.35e12 == pytest.approx(0.054, rel=0.01) and 8 * kv / 3.35e12 < step_s
     assert (kv + 17.4e9) / 3.35e12 < step_s / 4
+
+
+def test_repeat_kv_engines_carry_the_flag_in_their_profiles():
+    """The committed gpt-fast and HF eager profiles read K/V once per query head (their model code repeats K/V); the
+    serving engines' current builds share it."""
+    from planner.runtimes import load_runtime
+
+    for rt, flag in (("gpt-fast", True), ("hf-eager", True), ("vllm", False), ("trtllm", False)):
+        prof = load_runtime(rt)
+        assert all(c.efficiency.kv_read_per_query_head == flag for c in prof.classes), rt
