@@ -237,7 +237,8 @@ EFF_KEYS = ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kern
 HF_EAGER = {"bandwidth_fraction": 0.75, "compute_fraction": 0.6, "compute_half_rows": 16.0,
             "kernel_overhead_us": 160.0, "step_overhead_ms": 2.0, "matmul_tflops_per_watt": 0.0,
             "fp16_accumulate": False, "dequant_overhead": {}, "kv_cache_copy": True, "sm_bandwidth_gbs": 0.0,
-            "format_compute_fraction": {}, "kv_read_per_query_head": True}  # transformers' repeat_kv
+            "format_compute_fraction": {},
+            "kv_read_per_query_head": "hf-eager" in REPEAT_KV_ENGINES}  # transformers' repeat_kv (decode_kernels.py)
 HF_EAGER_WIDEN = 1.5  # log-space widening of the extrapolated range for an engine with no measurement at all
 
 

@@ -36,7 +36,7 @@ from ..quantization import weight_format
 from ..regimes import GROUPED_GEMM_OPS, kv_read_factor, regime_constants, weight_gemm_time_s
 from ..roofline import (device_model, effective_bandwidth_bytes_s, fp16_accumulate_peak, gemm_rows, kv_passes,
                         select_unit, unit_gemm_regime)
-from ..units import GB, TERA
+from ..units import GB, GIB, TERA
 
 DECODE_SAMPLES = 32  # as planner.latency.decode_sum_s
 
@@ -106,14 +106,15 @@ def kv_concurrency(r: dict) -> int:
     tokens / (P + O/2))), pool tokens = min(cache_tokens, (mem_gib x 2^30 - weight bytes per GPU) / KV bytes per
     token per GPU); K/V heads split over min(TP, KV heads) GPUs. B where the row records no pool."""
     B, mem = int(r["batch"]), r.get("mem_gib")
-    if not mem or mem != mem:  # no pool recorded (absent, 0 or NaN)
+    if not mem or math.isnan(mem):  # no pool recorded (absent, 0 or NaN)
         return B
     from ..memory import kv_seq_bytes
     from ..ops import weight_bytes
+    from ..serving.parallelism import kv_split
 
     m, fmt, tp = load_model(r["model"]), weight_format(r["weights"]), int(r.get("tp", 1) or 1)
-    kv_token = float(kv_seq_bytes(m, r["kv_dtype"], 1.0, capped=False)) / min(tp, m.num_kv_heads)
-    pool_tokens = min(float(r["cache_tokens"]), (r["mem_gib"] * 2.0 ** 30 - weight_bytes(m, fmt) / tp) / kv_token)
+    kv_token = float(kv_seq_bytes(m, r["kv_dtype"], 1.0, capped=False)) / kv_split(m, tp)
+    pool_tokens = min(float(r["cache_tokens"]), (mem * GIB - weight_bytes(m, fmt) / tp) / kv_token)
     return max(1, min(B, int(pool_tokens // (r["prompt"] + r["output"] / 2))))
 
 
