@@ -27,6 +27,8 @@ GEMM (C[M x N] = A[M x K] B[K x N], M = tokens in the step, tiles tile_m x tile_
 Grouped GEMM for MoE experts (tokens routed to each expert form one small GEMM of M = tokens per expert):
   grouped_gemm_efficiency(t) = t / (ceil(t / tile_m) x tile_m)    with tile_m = 64 (CUTLASS/Triton grouped kernels
   pick 16-128; 64 is the common default)  -> 1 token per expert uses 1/64 of the tensor work it pays for.
+  and it computes at grouped_compute_ratio x the dense rate (median over the measured MoE tables of f_moe / f_dense,
+  0.78): t_c(expert GEMM) = flops / (peak x compute_fraction x grouped_compute_ratio), on every unit.
 
 Decode attention (one query per sequence reads its whole KV cache):
   without split-KV the grid is batch x kv_heads CTAs; fewer CTAs than SMs leave bandwidth idle:
@@ -153,6 +155,10 @@ class GemmRegime(BaseModel):
         "GEMM dtype -> the kernel library's share of the tensor peak on large GEMMs (median over the measured "
         "GPUs): the rate the padded tiles run at"))
     vendors: list[str] = Field(min_length=1, description="vendors of the GPUs whose kernels the fit measured")
+    grouped_compute_ratio: float = Field(default=1.0, gt=0.0, le=1.0, description=(
+        "compute rate of a grouped expert GEMM / that of a dense GEMM of the same dtype on the same GPU (median over "
+        "the measured tables of each table's fitted MoE compute_fraction / dense compute_fraction): routing, the "
+        "gather/scatter of tokens to their experts and irregular per-expert tiles"))
     launch_us: dict[str, float] = Field(default_factory=dict, description=(
         "GEMM dtype -> fixed time per GEMM launch in us (median over the measured GPUs of each table's t0): what a "
         "GEMM costs beyond its roofline however small it is"))
@@ -216,6 +222,14 @@ def gemm_regime_for(vendor: str, sm_count: int | None, weight_format: str, dtype
 
 
 GROUPED_GEMM_OPS = ("moe_experts",)  # planner.ops names of grouped (per-expert) GEMMs: rows = tokens per expert
+
+
+def grouped_compute_ratio() -> float:
+    """The committed GemmRegime.grouped_compute_ratio: a grouped expert GEMM computes at this share of the rate of a
+    dense GEMM (0.78 in aiconfigurator's MoE vs GEMM tables: h100_sxm bf16 0.637 vs 0.814 of the peak). Measured on
+    NVIDIA's kernels; applied to the expert GEMMs on every unit (no other vendor's MoE kernels are measured, and
+    every MoE kernel routes, gathers and scatters its tokens)."""
+    return regime_constants().gemm.grouped_compute_ratio
 
 
 def weight_gemm_time_s(compute_s, memory_s, rows, gemm: GemmRegime, kernel_compute_s, grouped: bool = False):

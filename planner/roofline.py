@@ -22,8 +22,8 @@ from .hardware import ComputeUnit, Efficiency, HardwareSpec, default_efficiency
 from .lazy import np
 from .ops import ATTENTION, MATMUL, VECTOR, OpCost
 from .quantization import WeightFormat
-from .regimes import (GROUPED_GEMM_OPS, GemmRegime, fmax, gemm_regime_for, kv_read_factor, matmul_preferences,
-                      regime_constants, weight_gemm_time_s)
+from .regimes import (GROUPED_GEMM_OPS, GemmRegime, fmax, gemm_regime_for, grouped_compute_ratio, kv_read_factor,
+                      matmul_preferences, regime_constants, weight_gemm_time_s)
 from .replay import as_float
 from .units import GB, TERA, US
 
@@ -295,6 +295,7 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
         regime_on = gemm_regime is not None and bool(np.any(applies))
         kernel_peak = np.where(applies, kernel_peak, 1.0)
         half_gemm = np.where(applies, 0.0, half)
+    grouped_rate = grouped_compute_ratio()
     out = []
     for op in ops:
         peak = peaks[op.compute]
@@ -304,14 +305,18 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
             capped = (peak if peak <= cap else cap) if peak.__class__ is float and cap.__class__ is float \
                 else np.minimum(peak, cap)
             peak = capped * matmul_peak_scale(rows, half_gemm, dq)
+        grouped = weight_gemm and op.name in GROUPED_GEMM_OPS
+        if grouped:  # an expert GEMM computes at grouped_compute_ratio x the dense rate (planner.regimes)
+            peak = peak * grouped_rate
         if op.compute == ATTENTION and op.kv_dtype in kv_dq:  # converting cached K/V costs compute time
             peak = peak / (1.0 + kv_dq[op.kv_dtype])
         t, c, m = roofline_time_s(op.flops, op_bytes(op, getattr(dev, "unit_dtypes", None), kv_copy, per_head),
                                   peak, bw)
         if weight_gemm and regime_on:  # tile padding and the ridge roll-off (planner.regimes)
-            kernel_c = (op.flops / kernel_peak if op.flops.__class__ is float and kernel_peak.__class__ is float
-                        else np.asarray(op.flops, dtype=np.float64) / kernel_peak)
-            t_r, c_r = weight_gemm_time_s(c, m, rows, gemm_regime, kernel_c, op.name in GROUPED_GEMM_OPS)
+            kpeak = kernel_peak * grouped_rate if grouped else kernel_peak
+            kernel_c = (op.flops / kpeak if op.flops.__class__ is float and kpeak.__class__ is float
+                        else np.asarray(op.flops, dtype=np.float64) / kpeak)
+            t_r, c_r = weight_gemm_time_s(c, m, rows, gemm_regime, kernel_c, grouped)
             # both parts scaled by t / max(c, m): max(compute_s, memory_s) = time (latency.decode_sum_s sums the
             # max of the two), their ratio (the bound) unchanged
             stretch = t_r / (fmax(fmax(c_r, m), 1e-300) if c_r.__class__ is float and m.__class__ is float

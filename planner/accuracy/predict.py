@@ -33,7 +33,8 @@ from ..architecture import load_model
 from ..hardware import DATASHEET_EFFICIENCY, load_hardware
 from ..ops import MATMUL, step_ops
 from ..quantization import weight_format
-from ..regimes import GROUPED_GEMM_OPS, kv_read_factor, regime_constants, weight_gemm_time_s
+from ..regimes import (GROUPED_GEMM_OPS, grouped_compute_ratio, kv_read_factor, regime_constants,
+                       weight_gemm_time_s)
 from ..roofline import (device_model, effective_bandwidth_bytes_s, fp16_accumulate_peak, gemm_rows, kv_passes,
                         select_unit, unit_gemm_regime)
 from ..units import GB, GIB, TERA
@@ -326,7 +327,9 @@ def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
     peak = np.where(params["fp16_accumulate"][r] > 0, d.peak_acc16, d.peak) * cf
     cap = d.tdp_w * params["matmul_tflops_per_watt"][r] * 1e12
     peak = np.where(d.gemm & (cap > 0), np.minimum(peak, np.where(cap > 0, cap, np.inf)), peak)
-    comp = d.flops / (peak * scale)
+    # expert GEMMs compute at regimes.grouped_compute_ratio() x the dense rate (both the engine's and the tiles')
+    grouped_rate = np.where(d.grouped, grouped_compute_ratio(), 1.0)
+    comp = d.flops / (peak * scale * grouped_rate)
     nbytes = d.bytes
     if "kv_cache_copy" in params and np.any(params["kv_cache_copy"] > 0):  # Efficiency.kv_cache_copy (roofline.op_bytes)
         nbytes = nbytes + params["kv_cache_copy"][r] * d.kv_copy_bytes
@@ -342,7 +345,7 @@ def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
         for grouped in (False, True):
             sel = on & (d.grouped == grouped)
             op_t[sel] = weight_gemm_time_s(comp[sel], mem[sel], d.rows_gemm[sel], g,
-                                           d.flops[sel] / d.kernel_peak[sel], grouped)[0]
+                                           d.flops[sel] / (d.kernel_peak[sel] * grouped_rate[sel]), grouped)[0]
         op_t = op_t + np.where(on, d.launch_s, 0.0)  # fp8 GEMMs: the measured fixed cost (GemmRegime.extra_launch_s)
     t = np.bincount(r, weights=d.weight * op_t, minlength=d.n_rows)
     return (t + d.row_ops * params["kernel_overhead_us"] * 1e-6 + d.row_steps * params["step_overhead_ms"] * 1e-3

@@ -170,3 +170,48 @@ def test_fp8_gemm_pays_the_measured_launch_cost_bf16_does_not():
         ot_gemm, ot_norm = time_ops([gemm, norm], dev)
         assert float(ot_gemm.overhead_s) == pytest.approx(2 * (3e-6 + extra), rel=1e-9)
         assert float(ot_norm.overhead_s) == pytest.approx(2 * 3e-6, rel=1e-9)
+
+
+def test_grouped_compute_ratio_is_the_median_of_moe_over_dense_fractions():
+    """regimes.yaml grouped_compute_ratio = median over the tables measured both ways of f_moe / f_dense: the ten
+    committed pairs (provenance.fit) give b200 bf16 0.5097 / 0.7073, ..., h100 bf16 0.6371 / 0.814 = 0.7827, ...;
+    sorted, the middle two are 0.7827 (h100 bf16) and 0.7854 (l40s fp8): median 0.784."""
+    from planner.accuracy.kernel_tables import grouped_compute_ratio
+
+    c = regimes.regime_constants()
+    fit = c.provenance["fit"]
+    assert grouped_compute_ratio(fit) == pytest.approx(c.gemm.grouped_compute_ratio, abs=1e-4)
+    assert c.gemm.grouped_compute_ratio == pytest.approx(0.784, abs=1e-4)
+    assert regimes.grouped_compute_ratio() == c.gemm.grouped_compute_ratio
+    toy = {"gemm": {"tables": {"a/bf16": {"compute_fraction": 0.8}, "b/bf16": {"compute_fraction": 0.5}}},
+           "moe": {"tables": {"a/bf16": {"compute_fraction": 0.6}, "b/bf16": {"compute_fraction": 0.45},
+                              "c/bf16": {"compute_fraction": 0.3}}}}  # c has no dense table: not a pair
+    assert grouped_compute_ratio(toy) == pytest.approx((0.75 + 0.9) / 2)
+    assert grouped_compute_ratio({"gemm": {"tables": {}}}) is None
+
+
+def test_expert_gemm_computes_at_the_grouped_ratio_of_the_dense_rate():
+    """A compute-bound bf16 expert GEMM (moe_experts, 8192 tokens x 4 of 64 experts = 512 rows per expert: whole
+    64-row tiles) on an H100 SXM, engine fraction 0.7: t_c = flops / (989.4e12 x 0.7 x 0.784); the same op named
+    as a dense MLP runs at flops / (989.4e12 x 0.7). On an AMD MI300X (no fitted regime) the ratio applies too."""
+    from planner.hardware import Efficiency, load_hardware
+    from planner.ops import OpCost
+    from planner.quantization import weight_format
+    from planner.roofline import device_model, time_ops
+
+    r = regimes.grouped_compute_ratio()
+    flops, nbytes = 2 * 8192 * 4 * 3 * 4096 * 14336 / 8, 64 * 3 * 4096 * 14336 * 2 / 8
+    eff = Efficiency(bandwidth_fraction=0.8, compute_fraction=0.7)
+    spec = load_hardware("h100-sxm")
+    dev = device_model(spec, spec.units[0], weight_format("bf16"), eff)
+    expert = OpCost("moe_experts", "prefill", 1, flops, nbytes, 0.0)
+    dense = OpCost("mlp", "prefill", 1, flops, nbytes, 0.0)
+    (te,), (td,) = time_ops([expert], dev), time_ops([dense], dev)
+    t_m = nbytes / (3350e9 * 0.8)
+    for ot, rate in ((te, 989.4e12 * 0.7 * r), (td, 989.4e12 * 0.7)):
+        t_c = flops / rate
+        assert float(ot.time_s) == pytest.approx((t_c ** 2.5 + t_m ** 2.5) ** 0.4, rel=1e-9)
+    amd = load_hardware("mi300x")
+    dev = device_model(amd, amd.units[0], weight_format("bf16"), eff)
+    (te,), (td,) = time_ops([expert], dev), time_ops([dense], dev)
+    assert float(te.compute_s) == pytest.approx(float(td.compute_s) / r, rel=1e-9)
