@@ -149,6 +149,12 @@ def _dense(f: HFFields, raw: dict) -> dict:
     return {}
 
 
+def _internlm(f, raw):
+    """InternLM (v1) / InternLM2: the Llama layer (RMSNorm, rotary, SwiGLU MLP); the config's `bias` puts biases on
+    q, k, v and o (InternLM-7B true, InternLM-20B false: modeling_internlm.py InternLMAttention)."""
+    return {"attention_bias": True, "o_proj_bias": True} if raw.get("bias") else {}
+
+
 def _qwen2(f, raw):
     return {"attention_bias": True}
 
@@ -360,6 +366,7 @@ _GPTJ = {"n_embd": "hidden_size", "n_head": "num_attention_heads", "n_layer": "n
 _MAMBA = {"num_heads": "ssm_num_heads", "head_dim": "ssm_head_dim"}
 FAMILIES: dict[str, tuple[Callable, dict, dict]] = {
     "llama": (_dense, {}, {}), "mistral": (_dense, {}, {}), "mixtral": (_mixtral, {}, {}),
+    "internlm": (_internlm, {}, {}), "internlm2": (_internlm, {}, {}),
     "qwen2": (_qwen2, {}, {}), "qwen2_moe": (_qwen2_moe, {}, {}), "qwen3": (_qwen3, {}, {}),
     "qwen3_moe": (_qwen3_moe, {}, {}), "qwen3_next": (_qwen3_next, {}, {}),
     "gemma": (_gemma, {}, {"tie_word_embeddings": True}), "gemma2": (_gemma2, {}, {"tie_word_embeddings": True}),
@@ -391,6 +398,7 @@ ARCHITECTURES = {
     "NemotronHForCausalLM": "nemotron_h", "FalconH1ForCausalLM": "falcon_h1", "JambaForCausalLM": "jamba",
     "GemmaForCausalLM": "gemma", "GPTJForCausalLM": "gptj", "FalconForCausalLM": "falcon",
     "Mistral3ForConditionalGeneration": "mistral", "Glm4MoeLiteForCausalLM": "glm4_moe_lite",
+    "InternLMForCausalLM": "internlm", "InternLM2ForCausalLM": "internlm2",
 }
 # multimodal wrappers whose text model sits under text_config
 _TEXT_CONFIG_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}

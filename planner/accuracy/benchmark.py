@@ -35,7 +35,7 @@ from .decode_kernels import REPEAT_KV_ENGINES
 from .fit import WEIGHT_FORMATS_SET, fit_design, own_fraction_formats, predict_with
 from .predict import Design, build_design, hardware_class, value_from_time
 
-MIN_FIT_ROWS = 5
+MIN_FIT_ROWS = 10
 MIN_INTERVAL_ROWS = 10
 MIN_INTERVAL_SOURCES = 2  # a regime's range from one other source is that source's offset, not a spread
 EXTRAPOLATION_WIDEN = 1.3  # log-space widening of the range for a row predicted without its engine's class data

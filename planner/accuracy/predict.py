@@ -145,14 +145,25 @@ def steps_of_row(r: dict) -> tuple[list[tuple], float]:
             after = 1.0 - queue_first_token_share(B, P)
             if after > 1e-12:
                 steps.append(("prefill", B, P, 0, after / (O - 1)))
+        elif r.get("ttft_mode") == "steady" and O > 1:  # a cycle's prefill passes, spread over its O - 1 steps
+            steps += [(st, b, s, p, w / (O - 1)) for st, b, s, p, w in steady_prefills(B, P, O)]
         return steps, 0.0
     if kind in ("throughput", "e2e"):
-        steps = [("prefill", B, P, 0, 1.0)]
+        steps = steady_prefills(B, P, O) if r.get("ttft_mode") == "steady" else [("prefill", B, P, 0, 1.0)]
         if O > 1:
             past, w = _decode_steps(P, O - 1)
             steps += [("decode", B, 1, p, wi) for p, wi in zip(past, w)]
         return steps, (float(B * O) / r.get("work_div", 1) if kind == "throughput" else 0.0)
     raise ValueError(kind)
+
+
+def steady_prefills(B: int, P: int, O: int) -> list[tuple]:
+    """The prefill passes of one steady-state cycle of an engine that runs B sequences and prefills each admitted
+    request in a pass of its own (serving_rows.py, `steady`): requests finish one by one (their lengths vary), so
+    about B / O are admitted per decode step, m = max(1, floor(B / O)) per pass, B / m passes of m x P tokens per
+    cycle, each reading the weights again. E.g. B = 64, O = 233: 64 passes of one 265-token prompt."""
+    m = max(1, B // max(O, 1))
+    return [("prefill", m, P, 0, B / m)]
 
 
 def _capacity_steps(kind: str, B: int, n: int, P: int, O: int, rounds: int, work_div: int):

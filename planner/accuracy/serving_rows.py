@@ -41,6 +41,19 @@ engine whose KV pool holds at most `cache_tokens` tokens: TurboMind's cache_max_
 the run added on each GPU, nvml) less the weights. Blocks are taken as sequences grow, so a running sequence holds
 P + O/2 tokens on average and the engine runs n = min(B, floor(pool tokens / (P + O/2))) at once; the other threads
 wait (predict.closed_loop_waits). The rows record `mem_gib`, `cache_tokens` and `rounds`.
+Request-throughput runs (LMDeploy profile_throughput, `steady`): N ShareGPT prompts submitted at once to an engine
+that runs at most B (max_batch_size) at a time. While requests wait, B run in steady state: every finished request
+is replaced, so each cycle of O decode steps admits B new prompts. TurboMind runs the prefill of the requests it
+admits in an iteration as a pass of its own before the decode step (LlamaBatch: context decoding, then decoding);
+their lengths vary, so they finish and are admitted one by one: about B / O per step, each pass reading the weights
+again (predict.steady_prefills). The prompt and output lengths are the means the run printed (its totals,
+steady_lengths): O = output tok/s / requests/s and P = (total tok/s - output tok/s) / requests/s, the output tok/s
+from the row itself or from its throughput row (the `tpot_s` rows print only requests/s and the total). Kinds:
+throughput = B x O tokens per cycle of those prefill passes and O - 1 decode steps of B; tpot (the 50% column) =
+one decode step of B at P + O/2 plus the cycle's prefill passes spread over its O - 1 steps: the mean per-token
+latency, an upper bound on the published median (the stalls skew the distribution up: 75/95/99% in the notes).
+Not modelled: the ramp-up and drain of the run (B of N requests each), the spread of the lengths (a long output
+stays longer in the batch), KV capacity (the run prints no pool).
 Rows with variable lengths (ShareGPT) at a request rate are a simulator workload, not a fixed-shape step, and are
 listed unmapped; so are expert-parallel multi-node runs and devices, models or formats without a catalog entry.
 """
@@ -135,8 +148,31 @@ def _generated_per_request(notes: str, n: int) -> float | None:
     return int(m.group(1)) / n if m else None
 
 
-def map_serving_row(r: dict, hw_known: set, models_known: set) -> tuple[dict | None, str | None]:
-    """(mapped record, None) or (None, reason) for one row of measured_serving.csv."""
+STEADY_RUN = "Request throughput benchmark (profile_throughput)"  # the notes of LMDeploy's request-throughput rows
+
+
+def steady_lengths(notes: str, output_tok_s: float | None) -> tuple[float, float] | None:
+    """(mean prompt, mean output) tokens per request of a request-throughput run from its printed totals:
+    O = output tok/s / requests/s, P = (total (in+out) tok/s - output tok/s) / requests/s; None where a total is
+    missing. E.g. LMDeploy v0.1.0 Llama-2-7B at max batch 64: 2562.435 / 10.275 = 249.4 and (5283.547 - 2562.435) /
+    10.275 = 264.8."""
+    rps = re.search(r"Requests/s ([0-9.]+)", str(notes))
+    tot = re.search(r"total \(in\+out\) tok/s ([0-9.]+)", str(notes))
+    if not (rps and tot and output_tok_s) or float(rps.group(1)) <= 0:
+        return None
+    n = float(rps.group(1))
+    out = float(output_tok_s)
+    return (float(tot.group(1)) - out) / n, out / n
+
+
+def _run_key(r: dict) -> tuple:
+    return (r["source_id"], r["hardware_detail"], r["model"], r["batch"])
+
+
+def map_serving_row(r: dict, hw_known: set, models_known: set,
+                    run_output_tok_s: dict | None = None) -> tuple[dict | None, str | None]:
+    """(mapped record, None) or (None, reason) for one row of measured_serving.csv. run_output_tok_s: output tok/s
+    of each request-throughput run (_run_key -> value of its throughput row), for its other metrics."""
     src, metric = r["source_id"], r["metric"]
     runtime = _match(((re.escape(a), b) for a, b in RUNTIMES), r["framework"])
     hw = HARDWARE_IDS.get(r["hardware"])
@@ -153,9 +189,14 @@ def map_serving_row(r: dict, hw_known: set, models_known: set) -> tuple[dict | N
                       "tensor-parallel group (planner/serving/expert_parallel.py is not part of this benchmark)")
     if metric not in METRICS:
         return None, f"metric {metric} ({r['unit']}) is not modelled"
-    if isinstance(batch, float) and math.isnan(batch) or (metric != "decode_tok_s_per_seq"
-                                                          and isinstance(r["input_len"], float)
-                                                          and math.isnan(r["input_len"])):
+    steady = None
+    if STEADY_RUN in str(r["notes"]) and not (isinstance(batch, float) and math.isnan(batch)):
+        out = r["value"] if metric == "throughput_tok_s" else (run_output_tok_s or {}).get(_run_key(r))
+        steady = steady_lengths(r["notes"], out)
+        if steady is None:
+            return None, "request-throughput run without the printed totals its mean lengths come from"
+    if steady is None and (isinstance(batch, float) and math.isnan(batch) or (
+            metric != "decode_tok_s_per_seq" and isinstance(r["input_len"], float) and math.isnan(r["input_len"]))):
         return None, ("variable prompt/output lengths (ShareGPT) at a request rate or with no fixed batch: a "
                       "simulator workload, not a fixed-shape step")
     if hw is None or hw not in hw_known:
@@ -173,6 +214,8 @@ def map_serving_row(r: dict, hw_known: set, models_known: set) -> tuple[dict | N
                       "run in queued waves (a simulator workload, not one fixed batch)")
     if runtime == "exllamav2":
         P, O = EXLLAMA_PROMPT, EXLLAMA_OUTPUT
+    elif steady is not None:
+        P, O = max(int(round(steady[0])), 1), max(int(round(steady[1])), 2)
     else:
         P = int(r["input_len"])
         O = r["output_len"]
@@ -193,7 +236,7 @@ def map_serving_row(r: dict, hw_known: set, models_known: set) -> tuple[dict | N
         "kv_dtype": kv, "runtime": runtime, "metric": metric, "kind": kind, "batch": B, "prompt": P, "output": O,
         "measured": float(r["value"]) * scale, "flash_attention": True, "ubatch": 0, "depth": 0, "anomalous": "",
         "tp": tp,
-        "ttft_mode": TTFT_MODES.get(src, "single"), "work_div": 1,
+        "ttft_mode": "steady" if steady is not None else TTFT_MODES.get(src, "single"), "work_div": 1,
         "kv_per_query_head": decode_kernel_per_query_head(runtime, r["framework"], src, model, P + O),
     }, None
 
@@ -207,9 +250,12 @@ def load_serving_rows(path: str | Path = SERVING_PATH):
 
     raw = pd.read_csv(path)
     hw_known, models_known = set(list_hardware_ids()), set(list_model_ids())
+    records = raw.to_dict("records")
+    run_output = {_run_key(r): r["value"] for r in records
+                  if r["metric"] == "throughput_tok_s" and STEADY_RUN in str(r["notes"])}
     mapped, unmapped = [], []
-    for i, r in enumerate(raw.to_dict("records")):
-        rec, reason = map_serving_row(r, hw_known, models_known)
+    for i, r in enumerate(records):
+        rec, reason = map_serving_row(r, hw_known, models_known, run_output)
         if rec is None:
             unmapped.append({"file": Path(path).name, "row": i, **r, "reason": reason})
         else:
