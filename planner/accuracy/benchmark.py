@@ -35,7 +35,8 @@ from .decode_kernels import REPEAT_KV_ENGINES
 from .fit import WEIGHT_FORMATS_SET, fit_design, own_fraction_formats, predict_with
 from .predict import Design, build_design, hardware_class, value_from_time
 
-MIN_FIT_ROWS = 10
+MIN_FIT_ROWS = 10  # a level is fitted from >= 10 rows: the fit has 5-8 free parameters (fewer rows of one shape leave
+#                    some unidentified: 8 LMDeploy request-throughput rows fitted the static runs worse than the family)
 MIN_INTERVAL_ROWS = 10
 MIN_INTERVAL_SOURCES = 2  # a regime's range from one other source is that source's offset, not a spread
 EXTRAPOLATION_WIDEN = 1.3  # log-space widening of the range for a row predicted without its engine's class data
