@@ -158,12 +158,12 @@ def steps_of_row(r: dict) -> tuple[list[tuple], float]:
 
 
 def steady_prefills(B: int, P: int, O: int) -> list[tuple]:
-    """The prefill passes of one steady-state cycle of an engine that runs B sequences and prefills each admitted
-    request in a pass of its own (serving_rows.py, `steady`): requests finish one by one (their lengths vary), so
-    about B / O are admitted per decode step, m = max(1, floor(B / O)) per pass, B / m passes of m x P tokens per
-    cycle, each reading the weights again. E.g. B = 64, O = 233: 64 passes of one 265-token prompt."""
-    m = max(1, B // max(O, 1))
-    return [("prefill", m, P, 0, B / m)]
+    """The prefill work of one steady-state cycle of an engine that runs B sequences and admits each new request into
+    the running batch (serving_rows.py, `steady`): B prompts of P tokens per cycle of O steps. TurboMind v0.1.0 runs
+    the prompt tokens of the requests it admits in the same forward as the decode tokens (LlamaBatch.cc: step_length
+    1, every iteration admits; mini-batches of decode and prefill sequences up to max_context_token_num_), so the
+    prompts cost their share of one prefill of B x P tokens, not a weight read each: [("prefill", B, P, 0, 1)]."""
+    return [("prefill", B, P, 0, 1.0)]
 
 
 def _capacity_steps(kind: str, B: int, n: int, P: int, O: int, rounds: int, work_div: int):

@@ -43,17 +43,19 @@ P + O/2 tokens on average and the engine runs n = min(B, floor(pool tokens / (P 
 wait (predict.closed_loop_waits). The rows record `mem_gib`, `cache_tokens` and `rounds`.
 Request-throughput runs (LMDeploy profile_throughput, `steady`): N ShareGPT prompts submitted at once to an engine
 that runs at most B (max_batch_size) at a time. While requests wait, B run in steady state: every finished request
-is replaced, so each cycle of O decode steps admits B new prompts. TurboMind runs the prefill of the requests it
-admits in an iteration as a pass of its own before the decode step (LlamaBatch: context decoding, then decoding);
-their lengths vary, so they finish and are admitted one by one: about B / O per step, each pass reading the weights
-again (predict.steady_prefills). The prompt and output lengths are the means the run printed (its totals,
+is replaced, so each cycle of O decode steps admits B new prompts. TurboMind admits requests every iteration and
+runs their prompt tokens in the same forward as the decode tokens (LlamaBatch.cc v0.1.0: step_length 1, mixed
+mini-batches), so a cycle costs one prefill of B x P tokens and O - 1 decode steps of B, the work of one static batch
+(predict.steady_prefills). The prompt and output lengths are the means the run printed (its totals,
 steady_lengths): O = output tok/s / requests/s and P = (total tok/s - output tok/s) / requests/s, the output tok/s
 from the row itself or from its throughput row (the `tpot_s` rows print only requests/s and the total). Kinds:
-throughput = B x O tokens per cycle of those prefill passes and O - 1 decode steps of B; tpot (the 50% column) =
-one decode step of B at P + O/2 plus the cycle's prefill passes spread over its O - 1 steps: the mean per-token
-latency, an upper bound on the published median (the stalls skew the distribution up: 75/95/99% in the notes).
-Not modelled: the ramp-up and drain of the run (B of N requests each), the spread of the lengths (a long output
-stays longer in the batch), KV capacity (the run prints no pool).
+throughput = B x O tokens per cycle; tpot (the 50% column) = one decode step of B at P + O/2 plus the cycle's
+prefill spread over its O - 1 steps: the mean per-token latency, an upper bound on the published median (the stalls
+skew the distribution up: 75/95/99% in the notes). Not modelled, and all make the runs slower than predicted (the
+throughput rows are 10-40% optimistic): the spread of the lengths (a long output stays longer in the batch, so the
+running sequences hold more context than P + O/2: P + O for exponential-like outputs), the host work of admitting
+requests every iteration, the ramp-up and drain of the run (B of N requests each), KV capacity (the run prints no
+pool).
 Rows with variable lengths (ShareGPT) at a request rate are a simulator workload, not a fixed-shape step, and are
 listed unmapped; so are expert-parallel multi-node runs and devices, models or formats without a catalog entry.
 """

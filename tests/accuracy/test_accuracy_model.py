@@ -432,9 +432,9 @@ def test_lmdeploy_request_throughput_runs_are_steady_state(prepared):
     """LMDeploy profile_throughput (3000 ShareGPT prompts at once, max batch B): the mean lengths come from the
     printed totals, v0.1.0 Llama-2-7B at B = 64: O = 2562.435 / 10.275 = 249.4, P = (5283.547 - 2562.435) / 10.275 =
     264.8; the v0.2.0 tpot_s rows take the output tok/s of their run's throughput row (7B at 256: 3387.419 / 14.556
-    = 232.7, (6981.159 - 3387.419) / 14.556 = 246.9). A cycle prefills the B admitted requests in passes of m =
-    max(1, floor(B / O)) each (B = 64, O = 249: 64 passes of one prompt) and decodes O - 1 steps; TPOT adds the
-    passes over those O - 1 steps."""
+    = 232.7, (6981.159 - 3387.419) / 14.556 = 246.9). A cycle admits B requests whose prompts run fused into the
+    decode steps: one prefill of B x P tokens and O - 1 decode steps of B; TPOT adds that prefill over the O - 1
+    steps."""
     from planner.accuracy.predict import steady_prefills
     from planner.accuracy.serving_rows import steady_lengths
 
@@ -442,8 +442,7 @@ def test_lmdeploy_request_throughput_runs_are_steady_state(prepared):
     P, O = steady_lengths(notes, 2562.435)
     assert (P, O) == (pytest.approx(2721.112 / 10.275), pytest.approx(2562.435 / 10.275))
     assert steady_lengths("no totals here", 100.0) is None and steady_lengths(notes, None) is None
-    assert steady_prefills(64, 265, 249) == [("prefill", 1, 265, 0, 64.0)]
-    assert steady_prefills(512, 247, 233) == [("prefill", 2, 247, 0, 256.0)]
+    assert steady_prefills(64, 265, 249) == [("prefill", 64, 265, 0, 1.0)]
     df = prepared[0]
     st = df[df["ttft_mode"] == "steady"]
     assert len(st) == 17 and set(st["source"]) == {"lmdeploy_a100_fp16_v0.1.0", "lmdeploy_a100_fp16_v0.2.0"}
@@ -452,8 +451,8 @@ def test_lmdeploy_request_throughput_runs_are_steady_state(prepared):
     t7 = st[(st["model"] == "llama-2-7b") & (st["kind"] == "tpot")].iloc[0].to_dict()
     assert (t7["batch"], t7["prompt"], t7["output"], t7["measured"]) == (256, 247, 233, 66.0)
     steps, work = steps_of_row(r7)
-    assert work == 64 * 249 and steps[0] == ("prefill", 1, 265, 0, 64.0)
+    assert work == 64 * 249 and steps[0] == ("prefill", 64, 265, 0, 1.0)
     assert sum(s[4] for s in steps[1:]) == pytest.approx(248)
     steps, work = steps_of_row(t7)
     assert work == 0 and steps[0] == ("decode", 256, 1, 247 + 116, 1.0)
-    assert steps[1] == ("prefill", 1, 247, 0, pytest.approx(256 / 232))
+    assert steps[1] == ("prefill", 256, 247, 0, pytest.approx(1 / 232))
