@@ -30,7 +30,10 @@ Metrics (the value is converted to ms for latencies, tok/s for rates; `kind` say
                              decode steps), B x O tokens. A server at a concurrency limit B in steady state does the
                              same work per cycle (B prefills and O decode steps of B sequences), so the formula
                              holds for `single` runs too. Scope from `unit`: "output tok/s total" is for the whole
-                             GPU set (no division by TP).
+                             GPU set (no division by TP). Requests sent at once with unfixed output lengths
+                             (dstack: mean ~55 of at most 150 tokens) are not mapped at N > 1: the run lasts until
+                             its longest request ends, and the source gives only the mean length (a 32-request TGI
+                             run: 1,685 tokens in 8.09 s, where mean TTFT + 52 x mean TPOT = 6.3 s).
   decode_tok_s_per_seq       kind decode_rate: batch-1 decode tok/s (ExLlamaV2; prompt and output not stated: a
                              128-token prompt and 128 new tokens assumed).
 KV capacity (LMDeploy v0.1.0 profile_generation, lmdeploy_a100_fp16_v0.1.0; InternLM/lmdeploy @379a2d5a): B client
@@ -222,6 +225,10 @@ def map_serving_row(r: dict, hw_known: set, models_known: set,
         P = int(r["input_len"])
         O = r["output_len"]
         if isinstance(O, float) and math.isnan(O):
+            if kind == "throughput" and B > 1:
+                return None, ("output lengths not fixed: the throughput of requests sent at once is their tokens over "
+                              "the duration of the longest request, whose length the source does not give (its mean "
+                              "TTFT and TPOT rows are mapped)")
             O = _generated_per_request(r["notes"], B)
             if O is None:
                 return None, "output length not stated and no generated-token total in the notes"
