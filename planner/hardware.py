@@ -236,6 +236,13 @@ class Efficiency(_Frozen):
         "v1/v2), so a decode attention op reads its cache (query heads / K/V heads) times (planner/roofline.py "
         "op_bytes); false = one pass per K/V head (FlashAttention, FlashInfer, XQA). A materialized attention "
         "(no flash attention) always makes one pass per query head (planner/ops.py)"))
+    score_bytes_factor: float = Field(1.0, ge=1.0, le=8.0, allow_inf_nan=False, description=(
+        "bytes the runtime moves per byte of a materialized attention score matrix as the planner counts it "
+        "(planner/ops.py score_bytes: written once, read and written by softmax, read once, at the activation "
+        "width): llama.cpp keeps scores in fp32 (ggml_mul_mat returns F32) and its CUDA batched cuBLAS path also "
+        "writes them in fp16 before converting and converts them back to fp16 for the values GEMM: 24 bytes per "
+        "score against 8, 3.0; on Metal the F32 scores feed the values kernel directly: 16 bytes, 2.0. Only "
+        "matters without flash attention"))
     sm_bandwidth_gbs: SmBandwidthGBs = Field(0.0, description=(
         "memory bandwidth one SM (CU) sustains in the runtime's memory-bound kernels, GB/s: the effective bandwidth "
         "is min(bandwidth x bandwidth_fraction, sm_count x this) (planner/roofline.py effective_bandwidth_bytes_s). "

@@ -14,6 +14,10 @@ batch sizes and lengths; nothing depends on the hardware. Each OpCost counts one
                  once (planner/roofline.py op_bytes, which also takes a runtime whose fused decode kernel gives
                  each query head its own pass: Efficiency.kv_read_per_query_head)
   kv_write_bytes new K and V appended to the cache
+  score_bytes    the part of act_bytes that is a materialized score / probability matrix (unfused attention), at
+                 the activation width: the scores op writes it, softmax reads and writes it, the values op reads
+                 it. An engine that keeps it wider or converts it between ops moves Efficiency.score_bytes_factor
+                 times these bytes (planner/roofline.py op_bytes)
 
 Prefill of S new tokens per sequence after `past` cached ones: a causal query i attends to past + i + 1 keys
 (capped at the sliding window W on local layers). Decode: one new token per sequence attends to `context`
@@ -50,6 +54,7 @@ class OpCost:
     kv_dtype: str | None = None  # attention ops: the cache dtype their K/V are read in
     kv_group: float = 1.0   # attention ops reading the cache: query heads per K/V head (MLA's latent: 1)
     kv_passes: float = 1.0  # passes over the cached K/V: kv_group where attention is materialized, else 1
+    score_bytes: np.ndarray | float = 0.0  # materialized score-matrix bytes inside act_bytes (module docstring)
 
     @property
     def bytes(self):
@@ -233,11 +238,12 @@ def _attention_ops(m: ModelArch, kv_dtype: str, a: float, stage: str, batch, new
         score_bytes = 0.0 if flash else pairs * a           # materialized score/probability matrix
         ops.append(OpCost(f"attn_scores{suffix}", stage, count, 2 * pairs * d_qk, 0.0,
                           q_bytes + fresh_kv_act / 2 + score_bytes, kv_read_k, new_kv, ATTENTION, kv_dtype,
-                          group, 1.0 if flash else group))
-        ops.append(OpCost(f"attn_softmax{suffix}", stage, count, 5 * pairs, 0.0, 2 * score_bytes, 0.0, 0.0, VECTOR))
+                          group, 1.0 if flash else group, score_bytes))
+        ops.append(OpCost(f"attn_softmax{suffix}", stage, count, 5 * pairs, 0.0, 2 * score_bytes, 0.0, 0.0, VECTOR,
+                          score_bytes=2 * score_bytes))
         ops.append(OpCost(f"attn_values{suffix}", stage, count, 2 * pairs * d_v, 0.0,
                           o_bytes + fresh_kv_act / 2 + score_bytes, kv_read_v, 0.0, ATTENTION, kv_dtype,
-                          group, 1.0 if flash else group))
+                          group, 1.0 if flash else group, score_bytes))
     if m.sparse:
         # the lightning indexer scores every cached key (its own index_head_dim key cache) with index_n_heads heads
         s, ns = m.sparse, m.count_mixers("sparse")

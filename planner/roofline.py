@@ -283,6 +283,7 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
     launch = getattr(dev, "gemm_launch_s", 0.0)  # 0 on devices where the regime does not apply
     kv_copy = getattr(dev.efficiency, "kv_cache_copy", False)  # a bool, or 0/1 per stacked device
     per_head = getattr(dev.efficiency, "kv_read_per_query_head", False)  # the same
+    score_factor = getattr(dev.efficiency, "score_bytes_factor", 1.0)  # a float, or one per stacked device
     if kv_copy.__class__ not in _PLAIN and kv_copy.__class__ is not bool and not kv_copy.any():
         # stacked devices (an array: the class test reads no numpy on the one-device path), none copies its cache
         kv_copy = False  # op_bytes adds 2 x 0 x the KV read: the same bytes
@@ -310,8 +311,8 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
             peak = peak * grouped_rate
         if op.compute == ATTENTION and op.kv_dtype in kv_dq:  # converting cached K/V costs compute time
             peak = peak / (1.0 + kv_dq[op.kv_dtype])
-        t, c, m = roofline_time_s(op.flops, op_bytes(op, getattr(dev, "unit_dtypes", None), kv_copy, per_head),
-                                  peak, bw)
+        t, c, m = roofline_time_s(op.flops, op_bytes(op, getattr(dev, "unit_dtypes", None), kv_copy, per_head,
+                                                     score_factor), peak, bw)
         if weight_gemm and regime_on:  # tile padding and the ridge roll-off (planner.regimes)
             kpeak = kernel_peak * grouped_rate if grouped else kernel_peak
             kernel_c = (op.flops / kpeak if op.flops.__class__ is float and kpeak.__class__ is float
@@ -349,20 +350,26 @@ def kv_passes(op: OpCost, per_query_head=False):
     return np.where(np.asarray(per_query_head) > 0, op.kv_group, op.kv_passes)
 
 
-def op_bytes(op: OpCost, unit_dtypes, kv_cache_copy=False, per_query_head=False) -> np.ndarray | float:
+def op_bytes(op: OpCost, unit_dtypes, kv_cache_copy=False, per_query_head=False,
+             score_factor=1.0) -> np.ndarray | float:
     """Bytes an op costs in bandwidth time: op.bytes, with the KV read taken kv_passes times and scaled by
     regimes.kv_read_factor where the unit converts the cache format in the kernel (fp8 KV on a unit without fp8
     math), plus 2 x the KV read of a decode op where the runtime copies its cache every step (Efficiency.kv_cache_copy:
-    torch.cat reads the old cache and writes the new one). kv_cache_copy, per_query_head: a bool, or one 0/1 per
+    torch.cat reads the old cache and writes the new one), plus (score_factor - 1) x the op's materialized score
+    bytes (Efficiency.score_bytes_factor). kv_cache_copy, per_query_head, score_factor: a scalar, or one value per
     device of a stacked sweep device."""
     f = kv_read_factor(unit_dtypes, op.kv_dtype) if (unit_dtypes and op.kv_dtype) else 1.0
     copy = 2.0 * kv_cache_copy if op.stage == "decode" else 0.0
     passes = kv_passes(op, per_query_head) if op.kv_dtype else 1.0
+    sb = op.score_bytes
+    extra = 0.0 if (sb.__class__ in _PLAIN and sb == 0.0) or (
+        score_factor.__class__ in _PLAIN and score_factor == 1.0) else (np.asarray(score_factor, dtype=np.float64)
+                                                                        - 1.0) * sb
     if f == 1.0 and (copy.__class__ is float and copy == 0.0) and (passes.__class__ is float and passes == 1.0):
-        return op.bytes
+        return op.bytes if extra.__class__ is float and extra == 0.0 else op.bytes + extra
     kv = op.kv_read_bytes
-    return op.bytes + (f * passes - 1.0 + copy) * (as_float(kv) if kv.__class__ in _PLAIN
-                                                   else np.asarray(kv, dtype=np.float64))
+    return op.bytes + extra + (f * passes - 1.0 + copy) * (as_float(kv) if kv.__class__ in _PLAIN
+                                                           else np.asarray(kv, dtype=np.float64))
 
 
 def step_time_s(op_times: list[OpTime], dev: DeviceModel):

@@ -36,6 +36,7 @@ class _StackedEfficiency:
     kv_dequant_overhead: dict | None = None  # KV dtype -> array over devices
     kv_cache_copy: np.ndarray | bool = False  # 0/1 per device (Efficiency.kv_cache_copy)
     kv_read_per_query_head: np.ndarray | bool = False  # 0/1 per device (Efficiency.kv_read_per_query_head)
+    score_bytes_factor: np.ndarray | float = 1.0  # per device (Efficiency.score_bytes_factor)
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,11 @@ def _flags(values, shape):
     return np.array([float(v) for v in values]).reshape(shape) if any(values) else False
 
 
+def _factors(values, shape):
+    """One factor per device, or plain 1.0 where every device has 1 (the one-value path of roofline.op_bytes)."""
+    return np.array([float(v) for v in values]).reshape(shape) if any(v != 1.0 for v in values) else 1.0
+
+
 def _stack(devs) -> _StackedDevice:
     # devices x (1) x batch x prompt x output: one spare axis, so that decode's trailing axis of integration samples
     # (added to batch, prompt and output) still leaves the devices leading
@@ -72,7 +78,8 @@ def _stack(devs) -> _StackedDevice:
                            {k: np.array([d.efficiency.kv_dequant_overhead.get(k, 0.0) for d in devs]).reshape(shape)
                             for k in {k for d in devs for k in d.efficiency.kv_dequant_overhead}},
                            np.array([float(d.efficiency.kv_cache_copy) for d in devs]).reshape(shape),
-                           _flags([d.efficiency.kv_read_per_query_head for d in devs], shape)),
+                           _flags([d.efficiency.kv_read_per_query_head for d in devs], shape),
+                           _factors([d.efficiency.score_bytes_factor for d in devs], shape)),
         devs[0].bytes_per_weight, np.array([d.dequant_factor for d in devs]).reshape(shape),
         np.array([d.matmul_cap_flops for d in devs]).reshape(shape),
         next((d.gemm_regime for d in devs if d.gemm_regime is not None), None),

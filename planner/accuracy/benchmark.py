@@ -31,7 +31,7 @@ from ..hardware import load_hardware
 from ..quantization import weight_format
 from ..roofline import select_unit
 from .data import DATA_PATH, INTERVAL_KEY, REGIME_NAMES, load_rows
-from .decode_kernels import REPEAT_KV_ENGINES
+from .decode_kernels import REPEAT_KV_ENGINES, score_bytes_factor
 from .fit import WEIGHT_FORMATS_SET, fit_design, own_fraction_formats, predict_with
 from .predict import Design, build_design, hardware_class, value_from_time
 
@@ -239,7 +239,10 @@ HF_EAGER = {"bandwidth_fraction": 0.75, "compute_fraction": 0.6, "compute_half_r
             "kernel_overhead_us": 160.0, "step_overhead_ms": 2.0, "matmul_tflops_per_watt": 0.0,
             "fp16_accumulate": False, "dequant_overhead": {}, "kv_cache_copy": True, "sm_bandwidth_gbs": 0.0,
             "format_compute_fraction": {},
-            "kv_read_per_query_head": "hf-eager" in REPEAT_KV_ENGINES}  # transformers' repeat_kv (decode_kernels.py)
+            "kv_read_per_query_head": "hf-eager" in REPEAT_KV_ENGINES,  # transformers' repeat_kv (decode_kernels.py)
+            # eager attention: bf16 scores written (2), the causal mask added (2 + 2), softmax in fp32 (2 + 4), cast
+            # back (4 + 2), read by PV (2): 20 bytes per score against the 8 planner/ops.py counts
+            "score_bytes_factor": 2.5}
 HF_EAGER_WIDEN = 1.5  # log-space widening of the extrapolated range for an engine with no measurement at all
 
 
@@ -337,6 +340,8 @@ def build_profiles(df, d: Design, res, today: str | None = None) -> dict:
             eff = {k: _round(params[k]) for k in EFF_KEYS}
             if rt in REPEAT_KV_ENGINES:  # the engine's model code repeats K/V per query head (decode_kernels.py)
                 eff["kv_read_per_query_head"] = True
+            if score_bytes_factor(rt, vendor) != 1.0:  # its materialized score matrix (decode_kernels.py)
+                eff["score_bytes_factor"] = score_bytes_factor(rt, vendor)
             devices = sorted(df.loc[m, "hardware"].unique())
             if not any(load_hardware(h).power for h in devices):
                 eff["matmul_tflops_per_watt"] = 0.0

@@ -18,6 +18,15 @@ Sources:
   HF eager      `k.repeat_interleave(self.n_head // self.n_local_heads, dim=1)` before scaled_dot_product_attention,
                 transformers' eager attention `repeat_kv`; their engine profiles carry the flag too (benchmark.py).
 Every other engine and build here shares K/V (no evidence otherwise): the default False.
+
+A materialized attention (no flash attention) moves its score matrix S (pairs of query and key) between kernels;
+the planner counts it at the activation width, written by QK^T, read and written by softmax, read by PV: 8 bytes
+per score in 16-bit (planner/ops.py score_bytes). llama.cpp (SCORE_BYTES_FACTOR, Efficiency.score_bytes_factor):
+  ggml_mul_mat always returns F32 (ggml.c), and soft_max_ext keeps F32.
+  CUDA  ggml_cuda_mul_mat_batched_cublas (ggml-cuda.cu) converts src1 to F16 (to_fp16_cuda) and, at the default
+        precision, runs cuBLAS into an F16 buffer that it converts back to F32 (to_fp32_cuda): QK^T writes 2 +
+        reads 2 + writes 4, softmax reads 4 + writes 4, PV converts 4 -> 2 and reads 2: 24 bytes, 3.0 x.
+  Metal the F32 scores go into the F16 x F32 matmul kernels as they are: 4 + 8 + 4 = 16 bytes, 2.0 x.
 """
 
 from __future__ import annotations
@@ -30,6 +39,12 @@ XQA_FIRST_VERSION = (0, 7)        # TensorRT-LLM release that shipped XQA
 ROCM_CUSTOM_MAX_SEQ = 32768       # ROCm custom paged attention: max_seq_len <= 32768 (vLLM 0.6, TGI 2024-10)
 ROCM_SOURCES = ("dstack_tgi_vs_vllm_mi300x_llama405b_2024-10",)
 REPEAT_KV_ENGINES = frozenset({"gpt-fast", "hf-eager"})  # every build: the K/V repeat is in the model code
+SCORE_BYTES_FACTOR = {("llamacpp", "nvidia"): 3.0, ("llamacpp", "apple"): 2.0}  # (engine, vendor) -> module docstring
+
+
+def score_bytes_factor(runtime: str | None, vendor: str) -> float:
+    """Efficiency.score_bytes_factor of an engine on a vendor's GPUs (SCORE_BYTES_FACTOR; 1 elsewhere)."""
+    return SCORE_BYTES_FACTOR.get((str(runtime), str(vendor).lower()), 1.0)
 
 
 def _trtllm_version(framework: str) -> tuple[int, int] | None:

@@ -38,6 +38,7 @@ from ..regimes import (GROUPED_GEMM_OPS, grouped_compute_ratio, kv_read_factor, 
 from ..roofline import (device_model, effective_bandwidth_bytes_s, fp16_accumulate_peak, gemm_rows, kv_passes,
                         select_unit, unit_gemm_regime)
 from ..units import GB, GIB, TERA
+from .decode_kernels import score_bytes_factor
 
 DECODE_SAMPLES = 32  # as planner.latency.decode_sum_s
 
@@ -250,9 +251,10 @@ def build_design(df) -> Design:
     # device inputs per row (datasheet peaks; efficiency enters only at evaluation)
     dev_peak, dev_acc, dev_bw, dev_tdp, dev_dtypes = {}, np.zeros(n), np.zeros(n), np.zeros(n), {}
     dev_sm, dev_kpeak, dev_launch = np.zeros(n, dtype=bool), np.zeros(n), np.zeros(n)
-    dev_smc = np.zeros(n)
+    dev_smc, dev_score = np.zeros(n), np.ones(n)
     for i, r in enumerate(recs):
         spec = load_hardware(r["hardware"])
+        dev_score[i] = score_bytes_factor(r.get("runtime"), spec.vendor)
         fmt = weight_format(r["weights"])
         unit = select_unit(spec, fmt, r.get("unit"))
         dev = device_model(spec, unit, fmt, DATASHEET_EFFICIENCY)
@@ -290,6 +292,9 @@ def build_design(df) -> Design:
                 f = np.array([kv_read_factor(dev_dtypes[i], op.kv_dtype) for i in ri]) * kv_passes(op, per_head)
                 kv_read = np.broadcast_to(np.asarray(op.kv_read_bytes, dtype=np.float64), (size,))
                 nbytes = nbytes + (f - 1.0) * kv_read
+            if np.any(np.asarray(op.score_bytes) > 0):  # a wider or converted score matrix (roofline.op_bytes)
+                sb = np.broadcast_to(np.asarray(op.score_bytes, dtype=np.float64), (size,))
+                nbytes = nbytes + (dev_score[ri] - 1.0) * sb
             is_gemm = op.compute == MATMUL and np.any(np.asarray(op.weight_bytes) > 0)
             rows = np.broadcast_to(gemm_rows(op, fmt.bytes_per_weight), (size,)) if is_gemm else np.zeros(size)
             parts["row"].append(ri)

@@ -216,6 +216,7 @@ def split_ops(ops: list[OpCost], m, tp: int) -> list[OpCost]:
         g = max(1.0, op.kv_group * s_kv / tp)  # query heads per K/V head on one GPU (K/V heads replicate past Hkv)
         out.append(dataclasses.replace(
             op, flops=op.flops / tp, weight_bytes=op.weight_bytes / tp, act_bytes=op.act_bytes / tp,
+            score_bytes=op.score_bytes / tp,
             kv_read_bytes=op.kv_read_bytes / kv_div, kv_write_bytes=op.kv_write_bytes / kv_div,
             kv_group=g, kv_passes=g if op.kv_passes > 1 else 1.0))
     return out

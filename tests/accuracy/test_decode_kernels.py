@@ -66,3 +66,32 @@ def test_repeat_kv_engines_carry_the_flag_in_their_profiles():
     for rt, flag in (("gpt-fast", True), ("hf-eager", True), ("vllm", False), ("trtllm", False)):
         prof = load_runtime(rt)
         assert all(c.efficiency.kv_read_per_query_head == flag for c in prof.classes), rt
+
+
+def test_materialized_score_bytes_by_hand():
+    """Llama-2-7B, one 512-token prompt without flash attention: each layer has 32 heads x (512 x 513 / 2) = 4,202,496
+    (query, key) pairs; the planner counts the score matrix at 2 bytes: written by QK^T (8,404,992 B), read and
+    written by softmax (2x), read by PV. llama.cpp on CUDA moves 24 bytes per score (3.0 x the 8 counted), on Metal 16
+    (2.0 x); roofline.op_bytes adds (factor - 1) x the op's score bytes. Other engines: 1."""
+    from planner.accuracy.decode_kernels import score_bytes_factor
+    from planner.architecture import load_model
+    from planner.ops import prefill_ops
+    from planner.quantization import weight_format
+    from planner.roofline import op_bytes
+
+    ops = {o.name: o for o in prefill_ops(load_model("llama-2-7b"), weight_format("fp16"), "fp16", 1, 512,
+                                          flash_attention=False)}
+    pairs = 32 * 512 * 513 // 2
+    assert pairs == 4_202_496
+    assert ops["attn_scores"].score_bytes == 2 * pairs == 8_404_992
+    assert ops["attn_softmax"].score_bytes == 4 * pairs and ops["attn_values"].score_bytes == 2 * pairs
+    flash = {o.name: o for o in prefill_ops(load_model("llama-2-7b"), weight_format("fp16"), "fp16", 1, 512)}
+    assert flash["attn_scores"].score_bytes == 0.0
+    sc = ops["attn_scores"]
+    assert op_bytes(sc, None, score_factor=3.0) == pytest.approx(sc.bytes + 2 * 2 * pairs)
+    assert op_bytes(sc, None) == sc.bytes
+    assert score_bytes_factor("llamacpp", "NVIDIA") == 3.0 and score_bytes_factor("llamacpp", "Apple") == 2.0
+    assert score_bytes_factor("vllm", "NVIDIA") == 1.0 and score_bytes_factor(None, "AMD") == 1.0
+    from planner.runtimes import load_runtime
+    effs = {c.vendor.lower(): c.efficiency.score_bytes_factor for c in load_runtime("llamacpp").classes}
+    assert effs == {"apple": 2.0, "nvidia": 3.0}

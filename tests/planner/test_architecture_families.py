@@ -268,3 +268,18 @@ def test_published_active_parameters(name, published_b, convention, tol_b):
     if convention == "no_embedding_no_head":
         active -= m.vocab_size * m.hidden_size
     assert abs(active / 1e9 - published_b) <= tol_b
+
+
+def test_internlm_bias_puts_biases_on_q_k_v_and_o():
+    """InternLM (v1) configs carry `bias`: InternLM-7B true (q, k, v and o projections have biases), InternLM-20B
+    false; InternLM2 reads the same Llama-shaped fields. With bias: 4 x 4096 more parameters per layer."""
+    base = {"architectures": ["InternLMForCausalLM"], "model_type": "internlm", "hidden_size": 4096,
+            "intermediate_size": 11008, "num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 103168,
+            "max_position_embeddings": 2048}
+    with_bias = from_hf_config({**base, "bias": True}, name="internlm-7b", where="internlm-7b.json")
+    without = from_hf_config({**base, "bias": False}, name="internlm-7b", where="internlm-7b.json")
+    assert with_bias.attention_bias and with_bias.o_proj_bias and not without.attention_bias
+    assert with_bias.total_params - without.total_params == 32 * 4 * 4096
+    v2 = from_hf_config({**base, "architectures": ["InternLM2ForCausalLM"], "model_type": "internlm2",
+                         "num_key_value_heads": 8}, name="internlm2-7b", where="internlm2.json")
+    assert (v2.family, v2.num_kv_heads) == ("internlm2", 8)
