@@ -362,9 +362,12 @@ def op_bytes(op: OpCost, unit_dtypes, kv_cache_copy=False, per_query_head=False,
     copy = 2.0 * kv_cache_copy if op.stage == "decode" else 0.0
     passes = kv_passes(op, per_query_head) if op.kv_dtype else 1.0
     sb = op.score_bytes
-    extra = 0.0 if (sb.__class__ in _PLAIN and sb == 0.0) or (
-        score_factor.__class__ in _PLAIN and score_factor == 1.0) else (np.asarray(score_factor, dtype=np.float64)
-                                                                        - 1.0) * sb
+    if (sb.__class__ in _PLAIN and sb == 0.0) or (score_factor.__class__ in _PLAIN and score_factor == 1.0):
+        extra = 0.0
+    elif score_factor.__class__ in _PLAIN:  # one device: float arithmetic (a replay stand-in passes through)
+        extra = (float(score_factor) - 1.0) * sb
+    else:  # a stacked sweep device: one factor per device
+        extra = (np.asarray(score_factor, dtype=np.float64) - 1.0) * sb
     if f == 1.0 and (copy.__class__ is float and copy == 0.0) and (passes.__class__ is float and passes == 1.0):
         return op.bytes if extra.__class__ is float and extra == 0.0 else op.bytes + extra
     kv = op.kv_read_bytes

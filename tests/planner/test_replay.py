@@ -193,3 +193,22 @@ def test_cli_estimate_needs_no_numpy():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == ""
+
+
+@pytest.mark.parametrize("model, hw, eff_mode", [("deepseek-r1", "a10", "llamacpp"), ("llama-3-8b", "rtx-4090",
+                                                                                      "llamacpp"),
+                                                  ("llama-2-7b", "a100-80gb-sxm", "hf-eager")])
+def test_replay_of_an_unfused_attention_with_a_score_bytes_factor(model, hw, eff_mode):
+    """Without flash attention, llama.cpp and HF eager move more than the counted score bytes
+    (Efficiency.score_bytes_factor 3.0 / 2.5): the extra bytes are float arithmetic on the recorded values, so a
+    replay is the reference bit for bit (found by the random test above: deepseek-r1 on an A10)."""
+    m, spec, fmt = load_model(model), load_hardware(hw), weight_format("fp16")
+    u = capable_units(spec, fmt)[0]
+    eff = resolve_efficiency(spec, u, "auto", eff_mode)
+    assert eff.score_bytes_factor > 1.0
+    static = (m, fmt, "fp16", device_model(spec, u, fmt, eff), False)
+    value, replay = traced(point_latency, static, (1.0, 1.0, 1.0))
+    assert _same(value, point_latency(*static, 1.0, 1.0, 1.0))
+    for w in ((1.0, 1.0, 1.0), (4.0, 2048.0, 64.0)):
+        out = replay(*w)
+        assert out is None or _same(out, point_latency(*static, *w))
