@@ -296,7 +296,7 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
         regime_on = gemm_regime is not None and bool(np.any(applies))
         kernel_peak = np.where(applies, kernel_peak, 1.0)
         half_gemm = np.where(applies, 0.0, half)
-    grouped_rate = grouped_compute_ratio()
+    grouped_rate = None  # read on the first expert GEMM only (a dense model's estimate never loads regimes.yaml for it)
     out = []
     for op in ops:
         peak = peaks[op.compute]
@@ -308,6 +308,7 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
             peak = capped * matmul_peak_scale(rows, half_gemm, dq)
         grouped = weight_gemm and op.name in GROUPED_GEMM_OPS
         if grouped:  # an expert GEMM computes at grouped_compute_ratio x the dense rate (planner.regimes)
+            grouped_rate = grouped_compute_ratio() if grouped_rate is None else grouped_rate
             peak = peak * grouped_rate
         if op.compute == ATTENTION and op.kv_dtype in kv_dq:  # converting cached K/V costs compute time
             peak = peak / (1.0 + kv_dq[op.kv_dtype])
