@@ -54,14 +54,10 @@ class _StackedDevice:
     gemm_launch_s: np.ndarray | float = 0.0      # per device (roofline.DeviceModel.gemm_launch_s)
 
 
-def _flags(values, shape):
-    """One 0/1 per device, or plain False where no device sets the flag (the one-value path of roofline.op_bytes)."""
-    return np.array([float(v) for v in values]).reshape(shape) if any(values) else False
-
-
-def _factors(values, shape):
-    """One factor per device, or plain 1.0 where every device has 1 (the one-value path of roofline.op_bytes)."""
-    return np.array([float(v) for v in values]).reshape(shape) if any(v != 1.0 for v in values) else 1.0
+def _per_device(values, shape, neutral):
+    """One value per device, or the plain neutral value where every device has it (False for a flag, 1.0 for a
+    factor: the one-value path of roofline.op_bytes)."""
+    return np.array([float(v) for v in values]).reshape(shape) if any(v != neutral for v in values) else neutral
 
 
 def _stack(devs) -> _StackedDevice:
@@ -78,8 +74,8 @@ def _stack(devs) -> _StackedDevice:
                            {k: np.array([d.efficiency.kv_dequant_overhead.get(k, 0.0) for d in devs]).reshape(shape)
                             for k in {k for d in devs for k in d.efficiency.kv_dequant_overhead}},
                            np.array([float(d.efficiency.kv_cache_copy) for d in devs]).reshape(shape),
-                           _flags([d.efficiency.kv_read_per_query_head for d in devs], shape),
-                           _factors([d.efficiency.score_bytes_factor for d in devs], shape)),
+                           _per_device([d.efficiency.kv_read_per_query_head for d in devs], shape, False),
+                           _per_device([d.efficiency.score_bytes_factor for d in devs], shape, 1.0)),
         devs[0].bytes_per_weight, np.array([d.dequant_factor for d in devs]).reshape(shape),
         np.array([d.matmul_cap_flops for d in devs]).reshape(shape),
         next((d.gemm_regime for d in devs if d.gemm_regime is not None), None),

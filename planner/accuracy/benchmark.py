@@ -240,9 +240,7 @@ HF_EAGER = {"bandwidth_fraction": 0.75, "compute_fraction": 0.6, "compute_half_r
             "fp16_accumulate": False, "dequant_overhead": {}, "kv_cache_copy": True, "sm_bandwidth_gbs": 0.0,
             "format_compute_fraction": {},
             "kv_read_per_query_head": "hf-eager" in REPEAT_KV_ENGINES,  # transformers' repeat_kv (decode_kernels.py)
-            # eager attention: bf16 scores written (2), the causal mask added (2 + 2), softmax in fp32 (2 + 4), cast
-            # back (4 + 2), read by PV (2): 20 bytes per score against the 8 planner/ops.py counts
-            "score_bytes_factor": 2.5}
+            "score_bytes_factor": score_bytes_factor("hf-eager", None)}  # eager attention's fp32 softmax (the same)
 HF_EAGER_WIDEN = 1.5  # log-space widening of the extrapolated range for an engine with no measurement at all
 
 

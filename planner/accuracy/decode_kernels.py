@@ -27,6 +27,8 @@ per score in 16-bit (planner/ops.py score_bytes). llama.cpp (SCORE_BYTES_FACTOR,
         precision, runs cuBLAS into an F16 buffer that it converts back to F32 (to_fp32_cuda): QK^T writes 2 +
         reads 2 + writes 4, softmax reads 4 + writes 4, PV converts 4 -> 2 and reads 2: 24 bytes, 3.0 x.
   Metal the F32 scores go into the F16 x F32 matmul kernels as they are: 4 + 8 + 4 = 16 bytes, 2.0 x.
+HF transformers eager (any vendor): bf16 scores written (2), the causal mask added (2 + 2), softmax in fp32 (2 + 4),
+cast back (4 + 2), read by PV (2): 20 bytes, 2.5 x.
 """
 
 from __future__ import annotations
@@ -39,12 +41,14 @@ XQA_FIRST_VERSION = (0, 7)        # TensorRT-LLM release that shipped XQA
 ROCM_CUSTOM_MAX_SEQ = 32768       # ROCm custom paged attention: max_seq_len <= 32768 (vLLM 0.6, TGI 2024-10)
 ROCM_SOURCES = ("dstack_tgi_vs_vllm_mi300x_llama405b_2024-10",)
 REPEAT_KV_ENGINES = frozenset({"gpt-fast", "hf-eager"})  # every build: the K/V repeat is in the model code
-SCORE_BYTES_FACTOR = {("llamacpp", "nvidia"): 3.0, ("llamacpp", "apple"): 2.0}  # (engine, vendor) -> module docstring
+# (engine, vendor or None for every vendor) -> bytes moved per counted score byte (module docstring)
+SCORE_BYTES_FACTOR = {("llamacpp", "nvidia"): 3.0, ("llamacpp", "apple"): 2.0, ("hf-eager", None): 2.5}
 
 
-def score_bytes_factor(runtime: str | None, vendor: str) -> float:
+def score_bytes_factor(runtime: str | None, vendor: str | None) -> float:
     """Efficiency.score_bytes_factor of an engine on a vendor's GPUs (SCORE_BYTES_FACTOR; 1 elsewhere)."""
-    return SCORE_BYTES_FACTOR.get((str(runtime), str(vendor).lower()), 1.0)
+    key = str(vendor).lower() if vendor is not None else None
+    return SCORE_BYTES_FACTOR.get((str(runtime), key), SCORE_BYTES_FACTOR.get((str(runtime), None), 1.0))
 
 
 def _trtllm_version(framework: str) -> tuple[int, int] | None:

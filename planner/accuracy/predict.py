@@ -146,25 +146,16 @@ def steps_of_row(r: dict) -> tuple[list[tuple], float]:
             after = 1.0 - queue_first_token_share(B, P)
             if after > 1e-12:
                 steps.append(("prefill", B, P, 0, after / (O - 1)))
-        elif r.get("ttft_mode") == "steady" and O > 1:  # a cycle's prefill passes, spread over its O - 1 steps
-            steps += [(st, b, s, p, w / (O - 1)) for st, b, s, p, w in steady_prefills(B, P, O)]
+        elif r.get("ttft_mode") == "steady" and O > 1:  # a cycle's B admitted prompts, spread over its O - 1 steps
+            steps.append(("prefill", B, P, 0, 1.0 / (O - 1)))
         return steps, 0.0
     if kind in ("throughput", "e2e"):
-        steps = steady_prefills(B, P, O) if r.get("ttft_mode") == "steady" else [("prefill", B, P, 0, 1.0)]
+        steps = [("prefill", B, P, 0, 1.0)]  # a static batch; a steady-state cycle does the same work (serving_rows)
         if O > 1:
             past, w = _decode_steps(P, O - 1)
             steps += [("decode", B, 1, p, wi) for p, wi in zip(past, w)]
         return steps, (float(B * O) / r.get("work_div", 1) if kind == "throughput" else 0.0)
     raise ValueError(kind)
-
-
-def steady_prefills(B: int, P: int, O: int) -> list[tuple]:
-    """The prefill work of one steady-state cycle of an engine that runs B sequences and admits each new request into
-    the running batch (serving_rows.py, `steady`): B prompts of P tokens per cycle of O steps. TurboMind v0.1.0 runs
-    the prompt tokens of the requests it admits in the same forward as the decode tokens (LlamaBatch.cc: step_length
-    1, every iteration admits; mini-batches of decode and prefill sequences up to max_context_token_num_), so the
-    prompts cost their share of one prefill of B x P tokens, not a weight read each: [("prefill", B, P, 0, 1)]."""
-    return [("prefill", B, P, 0, 1.0)]
 
 
 def _capacity_steps(kind: str, B: int, n: int, P: int, O: int, rounds: int, work_div: int):

@@ -49,7 +49,7 @@ that runs at most B (max_batch_size) at a time. While requests wait, B run in st
 is replaced, so each cycle of O decode steps admits B new prompts. TurboMind admits requests every iteration and
 runs their prompt tokens in the same forward as the decode tokens (LlamaBatch.cc v0.1.0: step_length 1, mixed
 mini-batches), so a cycle costs one prefill of B x P tokens and O - 1 decode steps of B, the work of one static batch
-(predict.steady_prefills). The prompt and output lengths are the means the run printed (its totals,
+(predict.steps_of_row). The prompt and output lengths are the means the run printed (its totals,
 steady_lengths): O = output tok/s / requests/s and P = (total tok/s - output tok/s) / requests/s, the output tok/s
 from the row itself or from its throughput row (the `tpot_s` rows print only requests/s and the total). Kinds:
 throughput = B x O tokens per cycle; tpot (the 50% column) = one decode step of B at P + O/2 plus the cycle's

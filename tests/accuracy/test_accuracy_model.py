@@ -435,14 +435,12 @@ def test_lmdeploy_request_throughput_runs_are_steady_state(prepared):
     = 232.7, (6981.159 - 3387.419) / 14.556 = 246.9). A cycle admits B requests whose prompts run fused into the
     decode steps: one prefill of B x P tokens and O - 1 decode steps of B; TPOT adds that prefill over the O - 1
     steps."""
-    from planner.accuracy.predict import steady_prefills
     from planner.accuracy.serving_rows import steady_lengths
 
     notes = "Requests/s 10.275; total (in+out) tok/s 5283.547; FTL(ave/min/max) 0.092/0.036/1.145 s."
     P, O = steady_lengths(notes, 2562.435)
     assert (P, O) == (pytest.approx(2721.112 / 10.275), pytest.approx(2562.435 / 10.275))
     assert steady_lengths("no totals here", 100.0) is None and steady_lengths(notes, None) is None
-    assert steady_prefills(64, 265, 249) == [("prefill", 64, 265, 0, 1.0)]
     df = prepared[0]
     st = df[df["ttft_mode"] == "steady"]
     assert len(st) == 17 and set(st["source"]) == {"lmdeploy_a100_fp16_v0.1.0", "lmdeploy_a100_fp16_v0.2.0"}

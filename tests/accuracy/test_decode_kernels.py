@@ -95,3 +95,5 @@ def test_materialized_score_bytes_by_hand():
     from planner.runtimes import load_runtime
     effs = {c.vendor.lower(): c.efficiency.score_bytes_factor for c in load_runtime("llamacpp").classes}
     assert effs == {"apple": 2.0, "nvidia": 3.0}
+    assert score_bytes_factor("hf-eager", "AMD") == score_bytes_factor("hf-eager", None) == 2.5  # 20 B / 8 B
+    assert {c.efficiency.score_bytes_factor for c in load_runtime("hf-eager").classes} == {2.5}
