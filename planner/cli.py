@@ -92,8 +92,11 @@ def add_engine_memory_args(p: argparse.ArgumentParser) -> None:
                    "mem_fraction_static (0.88), TensorRT-LLM free_gpu_memory_fraction (0.9)")
     g.add_argument("--max-model-len", type=positive_int, default=None, help="vLLM max_model_len (model maximum)")
     g.add_argument("--max-num-batched-tokens", type=positive_int, default=None,
-                   help="tokens per step = the prefill chunk (vLLM V1 8192; SGLang/TRT-LLM 8192; llama.cpp n_ubatch 512)")
-    g.add_argument("--max-num-seqs", type=positive_int, default=256, help="vLLM max_num_seqs (256)")
+                   help="tokens per step = the prefill chunk (vLLM V1 serve: 8192 on >= 70 GiB devices other than A100, else "
+                   "2048; SGLang chunked_prefill_size 2048/8192/16384 by device memory; TRT-LLM 8192; llama.cpp "
+                   "n_ubatch 512)")
+    g.add_argument("--max-num-seqs", type=positive_int, default=None,
+                   help="vLLM max_num_seqs (V1 serve default: 1024 on >= 70 GiB devices other than A100, else 256)")
     g.add_argument("--block-size", type=positive_int, default=16, help="vLLM KV block size in tokens (16)")
     g.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (no graph memory pool)")
 

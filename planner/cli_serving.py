@@ -186,10 +186,14 @@ def register(sub) -> None:
     p.add_argument("--tp", type=_bounded_int(1, 64), default=1, help="tensor-parallel degree (inside a node)")
     p.add_argument("--pp", type=_bounded_int(1, 64), default=1, help="pipeline stages (across nodes)")
     p.add_argument("--replicas", type=_replicas, default=1, help="data-parallel replicas")
-    p.add_argument("--max-num-seqs", type=_bounded_int(1, 65536), default=256, help="batch limit (sequences)")
-    p.add_argument("--max-num-batched-tokens", type=_bounded_int(1, 1 << 20), default=8192,
-                   help="token budget per step")
-    p.add_argument("--chunked-prefill", action="store_true", help="Sarathi/vLLM-V1 chunked prefill")
+    p.add_argument("--max-num-seqs", type=_bounded_int(1, 65536), default=None,
+                   help="batch limit (sequences); default: the engine's own (vLLM V1: 1024 on >= 70 GiB devices "
+                   "other than A100, else 256), else 256")
+    p.add_argument("--max-num-batched-tokens", type=_bounded_int(1, 1 << 20), default=None,
+                   help="token budget per step; default: the engine's own (vLLM V1: 8192 or 2048 by device; SGLang "
+                   "chunked_prefill_size 2048/8192/16384 by device memory), else 8192")
+    p.add_argument("--chunked-prefill", action=argparse.BooleanOptionalAction, default=None,
+                   help="Sarathi/vLLM-V1 chunked prefill; default: on for vLLM (V1) and SGLang, off otherwise")
     p.add_argument("--block-size", type=_bounded_int(1, 4096), default=16, help="KV block size (tokens)")
     p.add_argument("--preemption", choices=("recompute", "swap"), default="recompute",
                    help="when the KV pool runs out: recompute (vLLM default) or swap to host memory")
@@ -355,6 +359,7 @@ def _cmd_simulate(args) -> int:
     from .serving.engine import max_rate
 
     sc = get_scenario(args.scenario).with_overrides(qps=args.qps, trace=args.trace)
+    # scheduler flags left out (None) take the engine's own defaults on this device (ServingConfig)
     cfg = make_config(hardware=args.hardware, weights=args.weights, kv_dtype=args.kv_dtype, tp=args.tp, pp=args.pp,
                       replicas=args.replicas, max_num_seqs=args.max_num_seqs,
                       max_num_batched_tokens=args.max_num_batched_tokens, chunked_prefill=args.chunked_prefill,
@@ -394,7 +399,7 @@ def _cmd_simulate(args) -> int:
     rg = s.get("range")
     print(f"{res.model} on {cfg.replicas} x (tp {cfg.tp} x pp {cfg.pp}) {cfg.hardware}, {cfg.weights}, "
           f"KV {cfg.kv_dtype}; max_num_seqs {cfg.max_num_seqs}, {cfg.max_num_batched_tokens} tokens/step"
-          + (", chunked prefill" if cfg.chunked_prefill else "")
+          + (", chunked prefill" if cfg.chunked_prefill else "") + f" ({cfg.scheduler_source})"
           + (f"; runtime {cfg.runtime}" if cfg.runtime else "") + (f"; engine {cfg.engine}" if cfg.engine != "none" else ""))
     print(f"workload: {res.workload}; one engine simulated with {s['requests']:,} requests "
           f"({cfg.engines} engines share the traffic)")

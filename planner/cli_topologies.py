@@ -196,12 +196,16 @@ def cmd_simulate_parallel(args) -> int:
     spec = load_hardware(args.hardware)
     sc = get_scenario(args.scenario).with_overrides(qps=args.qps, trace=args.trace)
     fmt, kvd = weight_format(args.weights), norm_kv(args.kv_dtype)
+    from .scheduler_defaults import resolve_scheduler, scheduler_engine
+
+    sched = resolve_scheduler(scheduler_engine(args.engine, args.runtime), spec, args.max_num_seqs,
+                              args.max_num_batched_tokens, args.chunked_prefill)
     if args.parallel == "pd":
         from .serving.disaggregated import pd_plan
 
         price = spec.price.usd_per_hour if spec.price else None
         r = pd_plan(m, spec, fmt, kvd, sc.workload, sc.ttft_p95_ms, sc.tpot_p95_ms, price, _eff(args),
-                    args.max_num_seqs, args.seed, args.prefill_gpus, args.decode_gpus)
+                    sched.max_num_seqs, args.seed, args.prefill_gpus, args.decode_gpus)
         r["method"] = "queueing model (M/D/1 prefill pool, Little's law decode pool), not the event simulation"
         if args.json:
             print(_dump(r))
@@ -226,7 +230,7 @@ def cmd_simulate_parallel(args) -> int:
     try:
         n = args.requests if args.requests is not None else 5000
         r = simulate_ep(m, spec, fmt, kvd, args.parallel, ep, sc.workload, args.replicas, n, args.seed,
-                        _eff(args), args.max_num_seqs, args.max_num_batched_tokens, args.chunked_prefill,
+                        _eff(args), sched.max_num_seqs, sched.max_num_batched_tokens, sched.chunked_prefill,
                         args.block_size, args.expert_imbalance)
     except DoesNotFit as exc:
         if args.json:
@@ -235,7 +239,7 @@ def cmd_simulate_parallel(args) -> int:
         raise
     rep = ep_report(m, spec, fmt, kvd, args.parallel, ep, args.expert_imbalance,
                     max(1, round(r["engine"]["mean_running"] or 1)), efficiency=_eff(args),
-                    max_tokens=args.max_num_batched_tokens)
+                    max_tokens=sched.max_num_batched_tokens)
     r["explanation"] = rep["explanation"]
     r["all_to_all"] = rep["all_to_all"]
     if args.json:
@@ -243,7 +247,7 @@ def cmd_simulate_parallel(args) -> int:
         return 0
     s, t = r["engine"], r["deployment"]
     print(f"{m.name} on {args.replicas} x {args.parallel} {ep} x {spec.id}, {fmt.name}, KV {kvd}; "
-          f"{r['engines']} engine(s) share the traffic; max_num_seqs {args.max_num_seqs}")
+          f"{r['engines']} engine(s) share the traffic; max_num_seqs {sched.max_num_seqs}")
     print(f"workload: {r['workload']}; one engine simulated with {s['requests']:,} requests")
     print(f"memory: {r['memory_verdict']}")
     print()

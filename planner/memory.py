@@ -40,6 +40,10 @@ VLLM_MAX_NUM_SEQS = 256                # vLLM SchedulerConfig.max_num_seqs defau
 VLLM_V1_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM V1 token budget per step (chunked prefill always on; LLM class default)
 VLLM_V0_MIN_BATCHED_TOKENS = 2048      # V0 without chunked prefill: max_num_batched_tokens = max(max_model_len, 2048)
 VLLM_SAMPLER_FP32_COPIES = 3           # V0 Sampler: logits.float(), softmax probs, log_softmax logprobs [seqs, V] fp32
+# V1 (gpu_model_runner._dummy_sampler_run): the profile's sampler peak is one fp32 [seqs, V] tensor beyond the pass:
+# fitted to the gpt-oss-120b / 8 x H200 log (vLLM 0.15.1, max_num_seqs 1024 by default there): 'Available KV cache
+# memory: 115.89 GiB'; one copy gives 115.93 GiB, three 114.39 (tests/planner/test_memory.py)
+VLLM_V1_SAMPLER_FP32_COPIES = 1
 TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9  # TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction default
 TRTLLM_MAX_NUM_TOKENS = 8192           # TensorRT-LLM max_num_tokens default (chunked context)
 SGLANG_MEM_FRACTION_STATIC = 0.88      # SGLang server_args mem_fraction_static typical default (80 GB class GPUs)
@@ -226,7 +230,7 @@ class EngineSettings:
     gpu_memory_utilization: float | None = None
     max_model_len: int | None = None
     max_num_batched_tokens: int | None = None
-    max_num_seqs: int = VLLM_MAX_NUM_SEQS
+    max_num_seqs: int | None = None
     block_size: int = VLLM_BLOCK_SIZE
     cuda_graphs: bool = True
 
@@ -244,6 +248,25 @@ class EngineSettings:
 
 
 DEFAULT_SETTINGS = EngineSettings()
+
+
+def settings_for_device(engine: str, s: EngineSettings, spec) -> EngineSettings:
+    """`s` with the scheduler limits it leaves unset (None) taken from the engine's own defaults on this device
+    (planner/scheduler_defaults.py: vLLM V1's max_num_batched_tokens and max_num_seqs by device memory,
+    SGLang's chunked_prefill_size), so that memory and the simulated scheduler read one rule; VLLM_MAX_NUM_SEQS for
+    vLLM V0 and every other engine."""
+    if s.max_num_batched_tokens is not None and s.max_num_seqs is not None:
+        return s
+    from .scheduler_defaults import scheduler_defaults
+
+    d = scheduler_defaults(engine if engine in ("vllm", "sglang") and (engine != "vllm" or s.vllm_version == "v1")
+                           else None, spec)
+    tokens = s.max_num_batched_tokens
+    if tokens is None and d.chunked_prefill:  # an engine rule sets the budget; else each engine's own fallback
+        tokens = d.max_num_batched_tokens
+    seqs = s.max_num_seqs if s.max_num_seqs is not None else (
+        d.max_num_seqs if engine == "vllm" and s.vllm_version == "v1" else VLLM_MAX_NUM_SEQS)
+    return replace(s, max_num_batched_tokens=tokens, max_num_seqs=seqs)
 
 
 @dataclass(frozen=True)
@@ -297,7 +320,7 @@ def vllm_profile_bytes(m: ModelArch, fmt: WeightFormat, s: EngineSettings, tp: i
       dummy sequences; the sampler then holds VLLM_SAMPLER_FP32_COPIES fp32 [seqs, V] tensors (worker.py
       profile_num_available_blocks -> model_runner.profile_run).
     V1: one dummy pass of max_num_batched_tokens tokens (gpu_model_runner.profile_run) and the sampler's
-      [min(max_num_seqs, tokens), V] fp32 tensors.
+      VLLM_V1_SAMPLER_FP32_COPIES fp32 [min(max_num_seqs, tokens), V] tensor.
     """
     max_len = s.max_model_len or m.max_position_embeddings
     if s.vllm_version == "v1":
@@ -307,7 +330,8 @@ def vllm_profile_bytes(m: ModelArch, fmt: WeightFormat, s: EngineSettings, tp: i
     seqs = min(s.max_num_seqs, tokens)
     per_seq = math.ceil(tokens / seqs)
     return float(forward_bytes_peak(m, fmt, tokens, per_seq, 0, flash_attention, tp)
-                 + VLLM_SAMPLER_FP32_COPIES * logits_bytes(m, seqs))
+                 + (VLLM_V1_SAMPLER_FP32_COPIES if s.vllm_version == "v1" else VLLM_SAMPLER_FP32_COPIES)
+                 * logits_bytes(m, seqs))
 
 
 def _vllm_blocks_per_seq(m: ModelArch, context, block_size: int, capped: bool, chunk_tokens: int = 0):
@@ -348,7 +372,7 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
     """
     if engine not in ENGINES:
         raise PlannerError(f"--engine: unknown engine '{engine}'; allowed: {', '.join(ENGINES)}")
-    s = settings
+    s = settings_for_device(engine, settings, spec)
     cap = spec.usable_capacity_gb * 1e9 if capacity_bytes is None else capacity_bytes
     W = _weights(m, fmt) / (tp * pp)
     ctx = prompt + output
@@ -529,6 +553,7 @@ def max_batch(m, fmt, kv_dtype, prompt, output, spec, engine="none", settings=DE
 
     vLLM: floor(blocks / blocks per sequence); others: memory is affine in the batch (KV and activations), with
     one kink where the batch's prompts exceed the prefill chunk; solved per piece by `largest_int`."""
+    settings = settings_for_device(engine, settings, spec)
     if engine == "vllm":
         mb = plan_memory(m, fmt, kv_dtype, 1, prompt, output, spec, engine, settings, tp, kv_ways, flash_attention,
                          capacity_bytes, draft_kv_bytes)
@@ -548,7 +573,7 @@ def max_context(m, fmt, kv_dtype, batch, output, spec, engine="none", settings=D
     the activations, and (FlashAttention off) the quadratic score matrix overtakes the MLP; vLLM: the blocks a
     sequence may hold, floor(blocks / batch), converted back to tokens. Not capped at the model's maximum,
     except under vLLM, which refuses requests longer than max_model_len."""
-    s = settings
+    s = settings_for_device(engine, settings, spec)
     if engine == "vllm":
         mb = plan_memory(m, fmt, kv_dtype, batch, 1, output, spec, engine, s, tp, kv_ways, flash_attention,
                          capacity_bytes, draft_kv_bytes)

@@ -117,7 +117,7 @@ def headline(e: Estimate) -> dict:
         "tok_s_per_seq": e.decode.tokens_per_s_per_sequence, "tok_s_total": e.decode.tokens_per_s_total,
         "e2e_s": e.end_to_end.latency_s, "prefill_bound": e.prefill.bound, "decode_bound": e.decode.bound,
         "max_batch": m.max_batch_at_context, "max_context": m.max_context_at_batch,
-        "efficiency": e.efficiency.source,
+        "model_max_context": m.model_max_context, "efficiency": e.efficiency.source,
         "ttft_ms_range": (e.prefill.latency_ms_low, e.prefill.latency_ms_high),
         "tpot_ms_range": (e.decode.latency_ms_per_token_low, e.decode.latency_ms_per_token_high),
         "tok_s_total_range": (e.decode.tokens_per_s_total_low, e.decode.tokens_per_s_total_high),
@@ -171,8 +171,34 @@ def split_efficiency(eff: str) -> tuple[str, str | None]:
     return eff, None
 
 
-def ui_estimate(m, spec, weights, kv, batch, prompt, output, eff: str, tp: int = 1) -> Estimate:
+def runtime_gap(eff: str, spec: HardwareSpec, weights: str) -> str | None:
+    """Why the UI's runtime choice does not apply to this device (the runtime has no profile for the unit that
+    would run the format), or None where it applies or no runtime is chosen. The page then shows the device with
+    its calibrated / default efficiencies and says so (webui/main.py) instead of dropping it."""
+    _, runtime = split_efficiency(eff)
+    if runtime is None:
+        return None
+    from .roofline import select_unit
+    from .runtimes import load_runtime
+
+    prof = load_runtime(runtime)
+    try:
+        prof.for_unit(spec, select_unit(spec, weight_format(weights), prof.default_unit(spec)))
+    except PlannerError:
+        units = sorted({f"{spec.vendor} {u.kind}" for u in spec.units})
+        return (f"{prof.name} has no fitted profile for {' / '.join(units)} units: shown with the calibrated or "
+                f"default efficiencies (profiles exist for {', '.join(c.key for c in prof.classes)})")
+    return None
+
+
+def split_efficiency_for(eff: str, spec: HardwareSpec, weights: str) -> tuple[str, str | None]:
+    """split_efficiency, without the runtime where it has no profile for this device (runtime_gap)."""
     mode, runtime = split_efficiency(eff)
+    return (mode, None) if runtime is not None and runtime_gap(eff, spec, weights) else (mode, runtime)
+
+
+def ui_estimate(m, spec, weights, kv, batch, prompt, output, eff: str, tp: int = 1) -> Estimate:
+    mode, runtime = split_efficiency_for(eff, spec, weights)
     return estimate(m, spec, weights, kv, batch, prompt, output, efficiency=mode, runtime=runtime, tp=tp)
 
 
@@ -196,7 +222,7 @@ def batch_sweep(m: ModelArch, spec: HardwareSpec, weights: str, kv: str, prompt:
     max_batch_at_context)."""
     from .sweep import sweep
 
-    mode, runtime = split_efficiency(efficiency)
+    mode, runtime = split_efficiency_for(efficiency, spec, weights)
     if batches is None:
         e1 = estimate(m, spec, weights, kv, 1, prompt, output, efficiency=mode, runtime=runtime, tp=tp)
         batches = sweep_batches(max(e1.memory.max_batch_at_context, 1))
@@ -277,9 +303,9 @@ def batch_table(df, rows=BATCH_TABLE_ROWS):
 
 def context_points(model_max: int, output: int, prompt: int) -> list[int]:
     """Prompt lengths for the context sweep: powers of two from 128 up to the model's maximum context (minus the
-    output), plus the current prompt."""
+    output), that maximum itself, and the current prompt."""
     top = max(model_max - output, 1)
-    pts = {p for p in (2 ** k for k in range(7, 23)) if p <= top} | {prompt}
+    pts = {p for p in (2 ** k for k in range(7, 23)) if p <= top} | {top, prompt}
     return sorted(pts)
 
 
@@ -289,7 +315,7 @@ def context_sweep(m: ModelArch, spec: HardwareSpec, weights: str, kv: str, batch
     from .sweep import sweep
 
     prompts = context_points(m.max_position_embeddings, output, prompt)
-    mode, runtime = split_efficiency(efficiency)
+    mode, runtime = split_efficiency_for(efficiency, spec, weights)
     if tp > 1:
         return _tp_sweep(m, spec, weights, kv, [batch], prompts, output, mode, runtime, tp, flash_attention)
     df = sweep([m], [spec], [weights], [batch], prompts, [output], kv, mode, flash_attention, runtime)
@@ -545,7 +571,8 @@ def pareto_frame(configs, qps: float, output_mean: float):
 HF_ID = re.compile(r"huggingface\.co/([\w.\-]+/[\w.\-]+)")
 KV_FLAGS = {"fp16": ("auto", "auto", "auto", "f16"), "bf16": ("auto", "auto", "auto", "f16"),
             "fp8": ("fp8", "fp8_e4m3", "fp8", "q8_0"), "int8": ("fp8", "fp8_e4m3", "int8", "q8_0"),
-            "int4": ("fp8", "fp8_e4m3", "fp8", "q4_0")}
+            "int4": ("fp8", "fp8_e4m3", "fp8", "q4_0"), "fp8-per-token": ("fp8", "fp8_e4m3", "fp8", "q8_0"),
+            "q8_0": (None, None, None, "q8_0"), "q4_0": (None, None, None, "q4_0")}  # None: no such cache
 QUANT_FLAGS = {"fp8": ("fp8", "fp8", "FP8"), "int8": ("bitsandbytes", "w8a8_int8", "W8A16"),
                "w8a8-int8": ("compressed-tensors", "w8a8_int8", "W8A8_SQ_PER_CHANNEL"),
                "int4-g128": ("awq", "awq", "W4A16_AWQ")}
@@ -569,22 +596,28 @@ def launch_commands(m: ModelArch, weights: str, kv: str, tp: int, pp: int, max_n
     take is a comment on its line."""
     repo, kvk = hf_id(m), KV_FLAGS.get(kv, ("auto",) * 3 + ("f16",))
     q = QUANT_FLAGS.get(weights)
+    no_kv = f"  # no {kv} KV cache in this engine: the model's dtype"
     v = [f"vllm serve {repo}", f"--tensor-parallel-size {tp}"] + ([f"--pipeline-parallel-size {pp}"] if pp > 1 else []) \
         + [f"--max-num-seqs {max_num_seqs}", f"--gpu-memory-utilization {gpu_mem_util:.2f}",
-           f"--kv-cache-dtype {kvk[0]}", f"--max-model-len {max_len}"] + ([f"--quantization {q[0]}"] if q else [])
+           f"--kv-cache-dtype {kvk[0] or 'auto'}", f"--max-model-len {max_len}"] \
+        + ([f"--quantization {q[0]}"] if q else [])
     sg = [f"python -m sglang.launch_server --model-path {repo}", f"--tp {tp}"] \
         + ([f"--pp-size {pp}"] if pp > 1 else []) \
         + [f"--max-running-requests {max_num_seqs}", f"--mem-fraction-static {gpu_mem_util - 0.02:.2f}",
-           f"--kv-cache-dtype {kvk[1]}", f"--context-length {max_len}"] + ([f"--quantization {q[1]}"] if q else [])
+           f"--kv-cache-dtype {kvk[1] or 'auto'}", f"--context-length {max_len}"] \
+        + ([f"--quantization {q[1]}"] if q else [])
     trt = [f"trtllm-serve {repo}", f"--tp_size {tp}", f"--pp_size {pp}", f"--max_batch_size {max_num_seqs}",
            f"--max_seq_len {max_len}", f"--kv_cache_free_gpu_memory_fraction {gpu_mem_util:.2f}"]
-    trt_note = (f"  # checkpoint quantized to {q[2]} (modelopt), KV cache {kvk[2]}" if q or kv != "fp16" else "")
+    notes = ([f"checkpoint quantized to {q[2]} (modelopt)"] if q else []) \
+        + ([f"KV cache {kvk[2] or 'in the model dtype (no ' + kv + ' cache)'}"] if kv not in ("fp16", "bf16") else [])
+    trt_note = "  # " + ", ".join(notes) if notes else ""
     gguf = {"q8_0": "Q8_0", "q6_k": "Q6_K", "q5_k_m": "Q5_K_M", "q4_k_m": "Q4_K_M", "q4_0": "Q4_0"}.get(
         weights, "Q4_K_M" if weights.startswith("int4") else "Q8_0" if "8" in weights else "F16")
     lc = [f"llama-server -m {repo.split('/')[-1]}-{gguf}.gguf", "-ngl 99", f"-np {max_num_seqs}",
           f"-c {max_num_seqs * max_len}", "-fa on", f"-ctk {kvk[3]} -ctv {kvk[3]}"] \
         + ([f"-sm row -ts {','.join(['1'] * tp)}"] if tp > 1 else [])
-    return {"vLLM": " \\\n  ".join(v), "SGLang": " \\\n  ".join(sg),
+    return {"vLLM": " \\\n  ".join(v) + (no_kv if kvk[0] is None else ""),
+            "SGLang": " \\\n  ".join(sg) + (no_kv if kvk[1] is None else ""),
             "TensorRT-LLM": " \\\n  ".join(trt) + trt_note, "llama.cpp": " \\\n  ".join(lc)}
 
 
@@ -594,7 +627,7 @@ def batching_tradeoff(m: ModelArch, spec: HardwareSpec, weights: str, kv: str, p
     (planner.serving.batching_table, given the objects themselves)."""
     from .serving import batching_table
 
-    mode, runtime = split_efficiency(efficiency)
+    mode, runtime = split_efficiency_for(efficiency, spec, weights)
     batches = {1, 8, 32, 64, 128, 256} | ({int(knee)} if knee else set())
     df = batching_table(m, spec, sorted(batches), prompt, output, weights, kv, mode, runtime=runtime)
     if knee:  # the knee of the full batch sweep (find_knee), the same number the Batching section shows

@@ -224,17 +224,17 @@ def test_llama_3_1_70b_fp8_fits_one_h100_with_vllm():
     By hand, vLLM keeps gpu_memory_utilization 0.9 of 85.0e9 = 76.5e9 B. Weights: 70.55e9 params of which the
     embedding and LM head are 2 x 128,256 x 8,192 = 2.101e9 in fp16 (4.203e9 B); the other 68.45e9 in fp8 with
     per-channel scales (8.008 bits) = 68.52e9 B; 72.72e9 B in all. vLLM V1's profiling run of 8,192 tokens: MLP live
-    set 8,192 x (2 x 8,192 + 3 x 28,672) x 2 B = 1.677e9 B, plus the sampler's 3 fp32 copies of [256 sequences,
-    128,256 vocabulary] = 0.394e9 B. KV pool = 76.5e9 - 72.72e9 - 2.071e9 - runtime overhead (0.8e9 context + the
-    CUDA-graph pool, planner.memory.runtime_overhead_bytes) = 0.9e9 B > 0. Against the marketed 80e9 x 0.9 = 72e9 B
-    the weights alone did not fit.
+    set 8,192 x (2 x 8,192 + 3 x 28,672) x 2 B = 1.677e9 B, plus the sampler's fp32 [1,024 sequences (`vllm
+    serve` on a >= 70 GiB device), 128,256 vocabulary] = 0.525e9 B. KV pool = 76.5e9 - 72.72e9 - 2.203e9 - runtime
+    overhead (0.8e9 context + the CUDA-graph pool, planner.memory.runtime_overhead_bytes) = 0.77e9 B > 0. Against the
+    marketed 80e9 x 0.9 = 72e9 B the weights alone did not fit.
     """
     from planner.estimate import estimate
 
     e = estimate("llama-3.1-70b", "h100-sxm", "fp8", batch=1, prompt=512, output=128, engine="vllm")
     assert e.memory.capacity_gb == pytest.approx(85.0)
     assert e.memory.weights_gb == pytest.approx(72.72, rel=2e-3)
-    act = 8192 * (2 * 8192 + 3 * 28672) * 2 + 3 * 256 * 128256 * 4
+    act = 8192 * (2 * 8192 + 3 * 28672) * 2 + 1024 * 128256 * 4
     pool = 85.0e9 * 0.9 - e.memory.weights_gb * 1e9 - act - e.memory.overhead_gb * 1e9
     assert pool > 0 and e.engine.fits and e.memory.fits
     assert e.engine.kv_pool_gb == pytest.approx(pool / 1e9, rel=0.01)

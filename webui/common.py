@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import altair as alt
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -136,6 +137,11 @@ def show_table(df: pd.DataFrame, help_for: dict | None = None, **kw) -> None:
     cfg = {}
     for c in out.columns:
         col = out[c]
+        if col.dtype == object and _all_numbers(col):  # numbers with gaps (None) in an object column
+            col = out[c] = pd.to_numeric(col, errors="coerce")
+        if (pd.api.types.is_float_dtype(col) and len(col) and col.notna().all() and _integral(col)
+                and not ("GB" in str(c) or c == "$/hour")):
+            col = out[c] = col.astype("int64")  # counts stored as floats: 256, not 256.0
         if col.dtype == bool:
             out[c] = col.map({True: "yes", False: "no"})
         elif pd.api.types.is_numeric_dtype(col):
@@ -154,6 +160,18 @@ def show_table(df: pd.DataFrame, help_for: dict | None = None, **kw) -> None:
         elif h:
             cfg[c] = st.column_config.Column(help=h)
     st.dataframe(out, hide_index=True, column_config=cfg or None, **kw)
+
+
+def _all_numbers(col) -> bool:
+    """True where every present value of an object column is a number (int or float, not a bool)."""
+    vals = [v for v in col if not (v is None or (isinstance(v, float) and not math.isfinite(v)))]
+    return bool(vals) and all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+                              for v in vals)
+
+
+def _integral(col) -> bool:
+    a = col.to_numpy(dtype=float)
+    return bool(np.isfinite(a).all() and (a == np.round(a)).all() and (np.abs(a) < 2**53).all())
 
 
 def _num(col, v) -> str:

@@ -56,7 +56,8 @@ def render_headline(ctx: Context) -> None:
             c[4].metric("Tokens/s total", fmt_rate(h["tok_s_total"]), help=COLUMN_HELP["tok/s total"])
             notes = [f"prefill {h['prefill_bound']} bound · decode {h['decode_bound']} bound · largest batch at "
                      f"this context: {h['max_batch']:,} · longest context at this batch: {h['max_context']:,} tokens "
-                     f"(prompt + output)"]
+                     f"(prompt + output"
+                     + (f"; model maximum {h['model_max_context']:,}" if h.get("model_max_context") else "") + ")"]
             if h["range_source"] is not None and h["fits"]:
                 (t0, t1), (p0, p1), (r0, r1) = h["ttft_ms_range"], h["tpot_ms_range"], h["tok_s_total_range"]
                 if all(v is not None for v in (t0, t1, p0, p1, r0, r1)):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from planner import ui_data as ud
 from planner.architecture import list_model_ids
 from planner.hardware import list_hardware_ids
 
@@ -52,9 +53,13 @@ def build_context(inp) -> Context:
     if not inp.hw_refs:
         st.info("Pick at least one device in the sidebar.")
     for ref in inp.hw_refs:
-        with guarded(ref[1] if ref[0] != "custom" else "custom GPU"):
+        label = ref[1] if ref[0] != "custom" else "custom GPU"
+        with guarded(label):
             spec = cached_hardware(ref)
             e = cached_estimate(inp.model_ref, ref, *inp.workload(), inp.tp)
+            gap = ud.runtime_gap(inp.eff, spec, inp.weights)  # the device stays, with its default efficiencies
+            if gap:
+                st.warning(f"{label}: {gap}")
             ctx.specs.append(spec)
             ctx.refs.append(ref)
             ctx.estimates.append(e)

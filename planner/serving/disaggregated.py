@@ -153,7 +153,7 @@ def pd_options(m, spec, fmt, kv_dtype: str, workload, ttft_p95_ms: float, tpot_p
     tps = [t for t in TP_DEGREES if t <= node.gpus_per_node and m.num_attention_heads % t == 0]
     pre, dec = {}, {}
     for t in tps:
-        mem = replica_memory(m, fmt, kv_dtype, spec, t, 1, max_tokens)
+        mem = replica_memory(m, fmt, kv_dtype, spec, t, 1, max_tokens, max_num_seqs=max_num_seqs)
         if not mem.fits:
             continue
         lk = node.intra_link() if t > 1 else None

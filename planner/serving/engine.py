@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import DoesNotFit, PlannerError, pydantic_one_line
 from .parallelism import check_tp, node_for
@@ -41,6 +41,9 @@ MAX_PROBE_REQUESTS = 100_000   # per probe of the --max-rate search (about 20 si
 DEFAULT_SWAP_GBS = 32.0
 
 
+_SCHEDULER_FIELDS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill")
+
+
 class ServingConfig(BaseModel):
     """How one deployment is configured. Scheduler names follow vLLM's engine arguments."""
 
@@ -52,15 +55,41 @@ class ServingConfig(BaseModel):
     tp: int = Field(1, ge=1, le=64)
     pp: int = Field(1, ge=1, le=64)
     replicas: int = Field(1, ge=1, le=MAX_REPLICAS)
-    max_num_seqs: int = Field(256, ge=1, le=65536)
-    max_num_batched_tokens: int = Field(8192, ge=1, le=1 << 20)
-    chunked_prefill: bool = False
+    max_num_seqs: int = Field(None, ge=1, le=65536, validate_default=False,
+                              description="None: the engine's own default (planner/scheduler_defaults.py)")
+    max_num_batched_tokens: int = Field(None, ge=1, le=1 << 20, validate_default=False,
+                                        description="None: the engine's own default")
+    chunked_prefill: bool = Field(None, validate_default=False, description="None: the engine's own default")
+    scheduler_source: str = Field("", description="where the scheduler limits come from (filled in)")
     block_size: int = Field(16, ge=1, le=4096)
     flash_attention: bool = True
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1, allow_inf_nan=False)
     preemption: Literal["recompute", "swap"] = "recompute"
     runtime: str | None = None
     engine: str = "none"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _engine_scheduler(cls, data):
+        """Scheduler limits left unset take the engine's own defaults on this device (vLLM V1's and SGLang's by
+        device memory, planner/scheduler_defaults.py), as `planner estimate --engine` sizes memory with them."""
+        if not isinstance(data, dict) or all(data.get(k) is not None for k in _SCHEDULER_FIELDS):
+            return data
+        from ..errors import PlannerError
+        from ..hardware import load_hardware
+        from ..scheduler_defaults import PLANNER_DEFAULTS, resolve_scheduler, scheduler_engine
+
+        try:
+            spec = load_hardware(data.get("hardware"))
+        except (PlannerError, TypeError):  # the unknown device is reported where the config is used
+            d = PLANNER_DEFAULTS
+        else:
+            d = resolve_scheduler(scheduler_engine(data.get("engine", "none"), data.get("runtime")), spec,
+                                  data.get("max_num_seqs"), data.get("max_num_batched_tokens"),
+                                  data.get("chunked_prefill"))
+        given = {k: data[k] for k in _SCHEDULER_FIELDS if data.get(k) is not None}  # validated by the fields
+        return {**data, "max_num_seqs": d.max_num_seqs, "max_num_batched_tokens": d.max_num_batched_tokens,
+                "chunked_prefill": d.chunked_prefill, **given, "scheduler_source": data.get("scheduler_source") or d.source}
 
     @property
     def gpus(self) -> int:
@@ -149,7 +178,7 @@ def engine_pool(m, fmt, kvd, spec, cfg: "ServingConfig", max_len: int) -> Replic
     `planner estimate --engine` applies (planner/memory.py), at the scheduler's max_num_seqs sequences of the
     workload's longest request (llama.cpp allocates n_ctx for them up front; the others' pools do not depend on it)."""
     mem = replica_memory(m, fmt, kvd, spec, cfg.tp, cfg.pp, cfg.max_num_batched_tokens, cfg.flash_attention,
-                         cfg.gpu_memory_utilization)
+                         cfg.gpu_memory_utilization, cfg.max_num_seqs)
     if cfg.engine == "none":
         return mem
     from ..memory import EngineSettings, plan_memory

@@ -50,6 +50,7 @@ import numpy as np
 
 from ..errors import PlannerError
 from ..memory import runtime_overhead_bytes
+from ..scheduler_defaults import PLANNER_DEFAULTS
 from ..units import GB
 
 MODES = ("ep", "dp-attention")
@@ -298,7 +299,7 @@ def ep_report(m, spec, fmt, kv_dtype: str, mode: str, ep: int, imbalance: float 
     # plain tensor parallelism over the same devices (inside one node), for comparison
     node = node_for(spec)
     if ep <= node.gpus_per_node and m.num_attention_heads % ep == 0:
-        rm = replica_memory(m, fmt, kv_dtype, spec, ep, 1, max_tokens)
+        rm = replica_memory(m, fmt, kv_dtype, spec, ep, 1, max_tokens, max_num_seqs=PLANNER_DEFAULTS.max_num_seqs)
         link = node.intra_link()
         tp_dec = float(tp_step_time_s(m, fmt, kv_dtype, dev, "decode", batch_per_engine * engines, 1, context, ep,
                                       link))

@@ -257,7 +257,8 @@ class _Planner:
 
     def _memory(self, spec, fmt, tp, pp):
         if self.engine_rule == "none":
-            return replica_memory(self.m, fmt, self.kvd, spec, tp, pp, self.budget)
+            return replica_memory(self.m, fmt, self.kvd, spec, tp, pp, self.budget,
+                                  max_num_seqs=self.sc.max_num_seqs)
         from .engine import engine_pool, make_config
 
         cfg = make_config(hardware=spec.id, weights=fmt.name, kv_dtype=self.kvd, tp=tp, pp=pp,

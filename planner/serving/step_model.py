@@ -441,11 +441,12 @@ class ReplicaMemory:
     capacity_gb_per_gpu: float
 
 
-def replica_memory(m, fmt, kv_dtype: str, spec: HardwareSpec, tp: int = 1, pp: int = 1, max_tokens: int = 8192,
+def replica_memory(m, fmt, kv_dtype: str, spec: HardwareSpec, tp: int = 1, pp: int = 1, max_tokens: int | None = None,
                    flash_attention: bool = True, gpu_memory_utilization: float = 0.9,
-                   max_num_seqs: int = 256) -> ReplicaMemory:
+                   max_num_seqs: int | None = None) -> ReplicaMemory:
     """The KV pool of one engine, by the same rule as `planner estimate --engine vllm` (planner.memory.plan_memory,
-    vLLM V1 with max_num_batched_tokens = max_tokens): per GPU, gpu_memory_utilization x usable capacity less
+    vLLM V1 with max_num_batched_tokens = max_tokens and max_num_seqs; None = `vllm serve`'s defaults on this
+    device, planner/scheduler_defaults.py): per GPU, gpu_memory_utilization x usable capacity less
     weights / (t p), the profiling run's peak and the runtime overhead holds KV. A token's KV (all layers) takes
     kv_bytes_per_token x (t / kv_split) / (t p) per GPU, spread over the t p GPUs of the replica.
     """

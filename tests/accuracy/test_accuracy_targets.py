@@ -225,7 +225,9 @@ def test_ranges_widen_when_extrapolating_outside_the_fit():
 
 def test_committed_report_is_what_the_model_computes(results):
     """reports/accuracy_rows.csv (what the app's Accuracy section shows, benchmark.committed_results) holds the LOSO
-    predictions, ranges and default ratios the model computes now (6 significant digits, as written): rerun
+    predictions, ranges and default ratios the model computes now (6 significant digits, as written; to 1e-4
+    relative: the leave-one-source-out fits are iterative least squares whose last digits move with the numpy
+    build's SIMD arithmetic, 1.3e-5 on 7 llama.cpp rows between two sessions on the same code): rerun
     `planner accuracy` after any change to the model or the data."""
     import numpy as np
     from planner.accuracy.benchmark import committed_results
@@ -234,6 +236,6 @@ def test_committed_report_is_what_the_model_computes(results):
     assert len(res) == len(results)
     assert list(zip(res["file"], res["row"])) == list(zip(results["file"], results["row"]))
     for col in ("pred_loso", "low", "high", "ratio_default"):
-        assert np.allclose(res[col].to_numpy(float), results[col].to_numpy(float), rtol=1e-5, atol=0), col
+        assert np.allclose(res[col].to_numpy(float), results[col].to_numpy(float), rtol=1e-4, atol=0), col
     assert (res["covered"].to_numpy() == results["covered"].to_numpy()).all()
     assert [c["check"] for c in checks] == [c["check"] for c in target_checks(results, "loso")]

@@ -110,6 +110,9 @@ def test_vllm_v1_gpt_oss_kv_tokens_match_the_log():
                  engine_settings=EngineSettings(max_model_len=int(row["max_model_len"]),
                                                 gpu_memory_utilization=float(row["gpu_memory_utilization"])))
     assert e.engine.kv_pool_gb * 1e9 / GiB == pytest.approx(115.89, rel=0.03)
+    # `vllm serve` ran 1024 sequences there (>= 70 GiB, planner/scheduler_defaults.py): one fp32 [1024, V] sampler
+    # tensor gives 115.93 GiB (+0.03%), three would give 114.39 (-1.3%), VLLM_V1_SAMPLER_FP32_COPIES
+    assert e.engine.kv_pool_gb * 1e9 / GiB == pytest.approx(115.89, rel=0.002)
     assert e.engine.max_concurrency == pytest.approx(6466.77, rel=0.03)
     assert e.engine.max_concurrency * 2068 == pytest.approx(int(row["kv_cache_tokens"]), rel=0.03)
     # by hand: per-token KV per rank on a layer = 2 x 8 KV heads x 64 x 2 B / 8 ranks = 256 B; 36 layers x 2,080
@@ -151,17 +154,21 @@ def test_vllm_blocks_by_hand():
 
 
 def test_vllm_v1_profiles_the_token_budget_and_cli_flags_reach_it():
-    # V1: one pass of max_num_batched_tokens tokens; a larger budget or a smaller utilization leaves fewer blocks
+    # V1: one pass of max_num_batched_tokens tokens; a larger budget or a smaller utilization leaves fewer blocks.
+    # `vllm serve` defaults (planner/serving/scheduler_defaults.py): an A100 takes 2048 tokens and 256 sequences
+    # (vLLM keeps A100s off the large defaults), an H100 (79 GiB) 8192 and 1024
     base = dict(model="llama-2-7b", hardware="a100-80gb-sxm", batch=1, prompt=1024, output=1024, engine="vllm")
     e = estimate(**base)
-    prof = 8192 * (2 * 4096 + 3 * 11008) * 2 + 3 * 256 * 32000 * 4
+    prof = 2048 * (2 * 4096 + 3 * 11008) * 2 + 256 * 32000 * 4  # the pass + one fp32 [seqs, V] sampler tensor
     assert e.memory.activations_gb * 1e9 == pytest.approx(prof)
+    h100 = estimate(**(base | {"hardware": "h100-sxm"}))
+    assert h100.memory.activations_gb * 1e9 == pytest.approx(8192 * (2 * 4096 + 3 * 11008) * 2 + 1024 * 32000 * 4)
     cap = load_hardware("a100-80gb-sxm").usable_capacity_gb * 1e9  # 84.99e9: 79.15 GiB as CUDA reports it
     blocks = int((cap * 0.9 - W_7B - prof - CTX) // (16 * KV_TOK_7B))
     assert e.engine.blocks == blocks
     assert e.engine.max_concurrency == pytest.approx(blocks / 128)  # 2048 tokens = 128 blocks
     big = estimate(**base, engine_settings=EngineSettings(max_num_batched_tokens=32768, gpu_memory_utilization=0.8))
-    prof32 = 32768 * (2 * 4096 + 3 * 11008) * 2 + 3 * 256 * 32000 * 4
+    prof32 = 32768 * (2 * 4096 + 3 * 11008) * 2 + 256 * 32000 * 4
     assert big.engine.blocks == int((cap * 0.8 - W_7B - prof32 - CTX) // (16 * KV_TOK_7B))
 
 
@@ -268,9 +275,10 @@ def test_chunked_prefill_sizes_activations_by_the_chunk():
     chunked = activation_bytes_peak(m, f, 1, 100_000, chunk_tokens=8192)
     assert whole == pytest.approx(100_000 * per_tok * 2 + 128256 * 4)  # 10.3 GB for one pass of 100k tokens
     assert chunked == pytest.approx(8192 * per_tok * 2 + 128256 * 4)
-    # vLLM V1 chunks by default: the 100k-token request is charged the profiling run, not 10 GB
+    # vLLM V1 chunks by default: the 100k-token request is charged the profiling run (8192 tokens and the sampler's
+    # fp32 [1024, V] tensor of `vllm serve` on an H100), not 10 GB
     e = estimate("llama-3.1-8b", "h100-sxm", "bf16", prompt=100_000, output=100, engine="vllm")
-    assert e.memory.activations_gb < 1.5
+    assert e.memory.activations_gb * 1e9 == pytest.approx(8192 * per_tok * 2 + 1024 * 128256 * 4)
     # the limits follow: at batch 4 the longest context with chunks of 8192 tokens is longer than without
     plain = estimate("llama-3.1-8b", "h100-sxm", "bf16", batch=4, prompt=1000, output=100)
     chunk = estimate("llama-3.1-8b", "h100-sxm", "bf16", batch=4, prompt=1000, output=100,

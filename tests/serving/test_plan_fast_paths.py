@@ -4,9 +4,14 @@ Fast path                                           reference                   
 plan() reusing a simulation (and its requests)      plan() with _Planner.reuse_simulations False:  identical
 once per plan                                       every trial, range and recommendation          (to_dict,
                                                     simulated afresh                               configs)
-the screen's prefill of the p95 and the mean        two scalar tp_step_time_s calls                bit for bit
+the screen's prefill of the p95 and the mean        two scalar tp_step_time_s calls                rel 1e-12 (*)
 prompt in one vectorized tp_step_time_s call
 simulator.percentiles(x) (summaries' p50-p99)       np.percentile(x, PERCENTILES)                  bit for bit
+
+(*) numpy's vectorized power (its SIMD loops) and Python's float ** (libm pow) differ in the last bit for ~5% of
+inputs, and the GEMM ridge roll-off raises times to p = 2.5 (planner.regimes.ridge_rolloff_time): e.g. Mixtral-8x7B
+bf16 on an L4 at a 20,165.5-token mean prompt, 8.929583429947726 vs 8.92958342994773 s. The plan's fast and
+reference paths both take the vectorized screen, so the plan itself stays identical (the first test).
 """
 
 from __future__ import annotations
@@ -78,7 +83,7 @@ def test_vectorized_prefill_screen_equals_scalar_calls(model, hw, fmt, tp, p95, 
     link = node_for(spec).intra_link() if tp > 1 else None
     vec = tp_step_time_s(m, f, "fp16", dev, "prefill", 1, np.array([p95, mean]), 0, tp, link)
     one = [float(tp_step_time_s(m, f, "fp16", dev, "prefill", 1, p, 0, tp, link)) for p in (p95, mean)]
-    assert [float(t) for t in vec] == one
+    assert [float(t) for t in vec] == pytest.approx(one, rel=1e-12)
 
 
 def test_reference_path_simulates_more():

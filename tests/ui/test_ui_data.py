@@ -126,3 +126,21 @@ def test_export_json_round_trips(llama8b, h100):
     data = json.loads(ud.export_json([e], {"batch": 1}))
     assert data["inputs"] == {"batch": 1}
     assert data["estimates"][0]["memory"]["total_gb"] == pytest.approx(e.memory.total_gb)
+
+
+def test_launch_commands_take_every_weight_format_and_kv_dtype():
+    # every pair gives four copy-ready lines (fp16 weights with an fp8 cache once raised a TypeError in the
+    # TensorRT-LLM note); a cache an engine does not have says so instead of a wrong flag
+    from planner.architecture import load_model
+    from planner.quantization import KV_FORMATS, WEIGHT_FORMATS
+
+    m = load_model("llama-3.1-8b")
+    for w in WEIGHT_FORMATS:
+        for kv in KV_FORMATS:
+            cmds = ud.launch_commands(m, w, kv, 2, 1, 64, 8192)
+            assert set(cmds) == {"vLLM", "SGLang", "TensorRT-LLM", "llama.cpp"}
+            assert all(isinstance(c, str) and c for c in cmds.values())
+    c = ud.launch_commands(m, "fp16", "fp8", 1, 1, 8, 4096)
+    assert c["TensorRT-LLM"].endswith("# KV cache fp8") and "--kv-cache-dtype fp8" in c["vLLM"]
+    c = ud.launch_commands(m, "q4_k_m", "q8_0", 1, 1, 8, 4096)
+    assert "-ctk q8_0 -ctv q8_0" in c["llama.cpp"] and "no q8_0 KV cache in this engine" in c["vLLM"]

@@ -64,9 +64,13 @@ def render(ctx: Context) -> None:
         layers_l.append(rule)
         layers_t.append(rule)
     title = f"prompt {inp.prompt:,}, output {inp.output:,}; dashed rule: the largest batch that fits"
-    show_chart(alt.layer(*layers_l).properties(title=f"Time per output token vs batch ({title})", height=280))
-    show_chart(alt.layer(*layers_t).properties(title="Total decode throughput vs batch (diamond: the knee)",
-                                                    height=280))
+    if ok.empty:  # two blank charts say nothing: say why instead
+        st.info(f"No batch fits on any selected device at prompt {inp.prompt:,} + output {inp.output:,}: nothing "
+                "to chart (see the Memory section for what does not fit).")
+    else:
+        show_chart(alt.layer(*layers_l).properties(title=f"Time per output token vs batch ({title})", height=280))
+        show_chart(alt.layer(*layers_t).properties(title="Total decode throughput vs batch (diamond: the knee)",
+                                                        height=280))
     rows = sorted(set(ud.BATCH_TABLE_ROWS) | {k["batch"] for k in knees} | {l["batch"] for l in limits})
     tab = ud.batch_table(df, rows)
     show_table(tab.rename(columns={"hardware": "device"}))

@@ -16,9 +16,10 @@ def render(ctx: Context) -> None:
         with guarded(f"context sweep on {e.hardware}"):
             frames.append(cached_context_sweep(inp.model_ref, ref, inp.weights, inp.kv, inp.batch, inp.prompt,
                                                inp.output, inp.eff, inp.tp))
-            if e.memory.max_context_at_batch > 0:
-                limits.append({"hardware": e.hardware, "context": e.memory.max_context_at_batch,
-                               "capacity_gb": e.memory.capacity_gb})
+            if e.memory.max_context_at_batch > 0:  # the rule stops at the model's maximum (it refuses longer)
+                limits.append({"hardware": e.hardware, "capacity_gb": e.memory.capacity_gb,
+                               "context": min(e.memory.max_context_at_batch,
+                                              e.memory.model_max_context or e.memory.max_context_at_batch)})
     if not frames:
         return
     df = pd.concat(frames, ignore_index=True)
@@ -42,8 +43,12 @@ def render(ctx: Context) -> None:
         return alt.layer(line, rule) if rule is not None else line
 
     sub = f"batch {inp.batch}, output {inp.output:,}; dashed rule: each device's longest context that fits"
-    show_chart(chart(ok, alt.Y("ttft_ms:Q", title="time to first token (ms, log)", scale=alt.Scale(type="log")),
-                          None).properties(title=f"TTFT vs context ({sub})", height=260))
+    if ok.empty:
+        st.info(f"No context fits on any selected device at batch {inp.batch}: no time to chart; the memory chart "
+                "shows how far each device is from fitting.")
+    else:
+        show_chart(chart(ok, alt.Y("ttft_ms:Q", title="time to first token (ms, log)", scale=alt.Scale(type="log")),
+                         None).properties(title=f"TTFT vs context ({sub})", height=260))
     mem = alt.Chart(df).mark_line(point=True).encode(
         x=x, y=alt.Y("total_gb:Q", title="memory needed per device (GB)"), color=color, tooltip=tip)
     cap = alt.Chart(pd.DataFrame(limits or [{"hardware": e.hardware, "capacity_gb": e.memory.capacity_gb}
@@ -52,8 +57,9 @@ def render(ctx: Context) -> None:
                                     alt.Tooltip("capacity_gb:Q", title="usable (GB)", format=",.2f")])
     layers = [mem, cap] + ([rule] if rule is not None else [])
     show_chart(alt.layer(*layers).properties(title="Memory vs context (red: usable capacity)", height=260))
-    show_chart(chart(ok, alt.Y("tpot_ms:Q", title="time per output token (ms)"), None).properties(
-        title="Time per output token vs context", height=240))
+    if not ok.empty:
+        show_chart(chart(ok, alt.Y("tpot_ms:Q", title="time per output token (ms)"), None).properties(
+            title="Time per output token vs context", height=240))
     cols = {"hardware": "device", "context": "context (tokens)", "prompt": "prompt (tokens)", "fits": "fits",
             "total_gb": "memory (GB)", "ttft_ms": "TTFT (ms)", "tpot_ms": "TPOT (ms)",
             "tok_s_per_seq": "tok/s per sequence", "decode_tok_s_total": "tok/s total"}
