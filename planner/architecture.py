@@ -564,6 +564,9 @@ def _parse_catalog(path: str) -> ModelArch:
 def load_model(id_or_path: str) -> ModelArch:
     """A catalog id (`llama-2-7b`), a path to a Hugging Face config.json, a model folder (config.json with its
     safetensors files or index: exact weight bytes) or a .gguf file (planner.model_files)."""
+    if not str(id_or_path).strip():
+        raise PlannerError("--model: empty; give a catalog id (planner models list), a config.json, a model folder "
+                           "or a .gguf file")
     paths = catalog_paths()
     if id_or_path.endswith((".json", ".gguf")) or os.sep in id_or_path or (
             id_or_path not in paths and Path(id_or_path).is_dir()):

@@ -86,7 +86,7 @@ def utilization(text: str) -> float:
 def add_engine_memory_args(p: argparse.ArgumentParser) -> None:
     """Engine arguments that size memory (planner.memory.EngineSettings); vLLM's names."""
     g = p.add_argument_group("engine memory (with --engine)")
-    g.add_argument("--vllm-version", default="v1", choices=["v0.2", "v0", "v1"],
+    g.add_argument("--vllm-version", default=None, choices=["v0.2", "v0", "v1"],
                    help="vLLM memory profiling: v0.2 (<= 0.2.4, torch peak only), v0 (0.2.5-0.6), v1 (0.7+, default)")
     g.add_argument("--gpu-memory-utilization", type=utilization, default=None, help="the engine's memory fraction: vLLM gpu_memory_utilization (0.9), SGLang "
                    "mem_fraction_static (0.88), TensorRT-LLM free_gpu_memory_fraction (0.9)")
@@ -97,15 +97,28 @@ def add_engine_memory_args(p: argparse.ArgumentParser) -> None:
                    "n_ubatch 512)")
     g.add_argument("--max-num-seqs", type=positive_int, default=None,
                    help="vLLM max_num_seqs (V1 serve default: 1024 on >= 70 GiB devices other than A100, else 256)")
-    g.add_argument("--block-size", type=positive_int, default=16, help="vLLM KV block size in tokens (16)")
+    g.add_argument("--block-size", type=positive_int, default=None, help="vLLM KV block size in tokens (16)")
     g.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (no graph memory pool)")
 
 
+# which --engine each engine-memory flag acts on (planner/memory.py plan_memory); the rest apply to every engine
+ENGINE_FLAGS = {"vllm_version": ("vllm",), "gpu_memory_utilization": ("vllm", "sglang", "trtllm"),
+                "max_model_len": ("vllm",), "max_num_seqs": ("vllm",), "block_size": ("vllm",)}
+
+
 def engine_settings(args):
-    from .memory import EngineSettings
-    return EngineSettings(vllm_version=args.vllm_version, gpu_memory_utilization=args.gpu_memory_utilization,
+    """EngineSettings from the flags; a flag given for an engine it does not act on is an error, not ignored."""
+    from .errors import PlannerError
+    from .memory import VLLM_BLOCK_SIZE, EngineSettings
+
+    engine = getattr(args, "engine", "none") or "none"
+    for name, engines in ENGINE_FLAGS.items():
+        if getattr(args, name, None) is not None and engine not in engines:
+            raise PlannerError(f"--{name.replace('_', '-')}: applies with --engine {'|'.join(engines)}, "
+                               f"not --engine {engine}")
+    return EngineSettings(vllm_version=args.vllm_version or "v1", gpu_memory_utilization=args.gpu_memory_utilization,
                           max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens,
-                          max_num_seqs=args.max_num_seqs, block_size=args.block_size,
+                          max_num_seqs=args.max_num_seqs, block_size=args.block_size or VLLM_BLOCK_SIZE,
                           cuda_graphs=not args.enforce_eager)
 
 
@@ -139,7 +152,7 @@ def cmd_estimate(args) -> int:
             for w in e.warnings:
                 print(f"warning: {e.hardware}: {w}", file=sys.stderr)
         return 0
-    e = one(args.hardware)
+    e = one(devices[0] if devices else args.hardware)  # "h100-sxm," is one device
     if getattr(args, "runtime", None) is None and e.runtime is not None:
         print(f"note: --engine {args.engine}: efficiency and ranges from the {e.runtime} engine profile "
               f"(hardware_specs/runtimes/{e.runtime}.yaml); --runtime names another", file=sys.stderr)
@@ -214,12 +227,21 @@ def cmd_sweep(args) -> int:
     from .io import atomic_write_text
     from .sweep import sweep
 
+    out = args.out
+    if out is not None and not out.endswith((".csv", ".json", ".md")):  # before the work, not after
+        raise _usage(f"--out: unknown table type '{out}'; allowed endings: .csv, .json, .md")
     t0 = time.perf_counter()
     df = sweep(args.models, args.hardware, args.weights, args.batch, args.prompt, args.output, args.kv_dtype,
                efficiency=efficiency_mode(args), runtime=args.runtime)
     dt = time.perf_counter() - t0
+    from .architecture import load_model
+    longest = max(args.prompt) + max(args.output)
+    for mid in dict.fromkeys(args.models):
+        m = load_model(mid)
+        if longest > m.max_position_embeddings:  # as estimate warns: the model refuses such contexts
+            print(f"warning: {m.name}: contexts up to {longest:,} tokens exceed its maximum of "
+                  f"{m.max_position_embeddings:,}; rows beyond it are what such a context would need", file=sys.stderr)
     df = _with_verdict(df)
-    out = args.out
     if out is None:
         print(_blank_missing(df).to_string(index=False, max_rows=60))
     elif out.endswith(".csv"):
@@ -230,12 +252,16 @@ def cmd_sweep(args) -> int:
         atomic_write_text(out, _md(_blank_missing(df)), make_dirs=False)
     else:
         raise _usage(f"--out: unknown table type '{out}'; allowed endings: .csv, .json, .md")
-    print(f"{len(df):,} configurations in {dt:.3f} s ({len(df) / max(dt, 1e-9):,.0f} per second)"
+    print(f"{len(df):,} configurations in {dt:.3f} s ({_rate(len(df) / max(dt, 1e-9))} per second)"
           + (f" -> {out}" if out else ""), file=sys.stderr)
     return 0
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def _rate(x: float) -> str:
+    return f"{x:,.0f}" if x >= 10 else f"{x:.2g}"
 
 
 def _usage(msg: str):

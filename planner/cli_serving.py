@@ -402,7 +402,7 @@ def _cmd_simulate(args) -> int:
           + (", chunked prefill" if cfg.chunked_prefill else "") + f" ({cfg.scheduler_source})"
           + (f"; runtime {cfg.runtime}" if cfg.runtime else "") + (f"; engine {cfg.engine}" if cfg.engine != "none" else ""))
     print(f"workload: {res.workload}; one engine simulated with {s['requests']:,} requests "
-          f"({cfg.engines} engines share the traffic)")
+          + (f"({cfg.engines} engines share the traffic)" if cfg.engines > 1 else "(a single engine)"))
     print(f"memory: {res.memory_verdict}")
     print()
     print_latency_table(s, rg)
@@ -462,12 +462,18 @@ def cmd_speculative(args) -> int:
         return _json_verdict(args, exc)
 
 
+def _x(v, fmt: str) -> str:
+    """A figure, or 'does not fit' where the row's configuration does not (its times are None)."""
+    return "does not fit" if v is None else fmt.format(v)
+
+
 def _cmd_speculative(args) -> int:
     from .report import table
     from .serving import speculative
 
-    rows = [speculative(args.model, args.draft, args.hardware, g, args.acceptance, args.weights, context=args.context,
-                        batch=args.batch, efficiency=_eff(args)) for g in args.gamma]
+    rows = [speculative(args.model, args.draft, args.hardware, g, args.acceptance, args.weights,
+                        kv_dtype=getattr(args, "kv_dtype", "fp16"), context=args.context, batch=args.batch,
+                        efficiency=_eff(args)) for g in args.gamma]
     if args.json:
         print(_dump(rows))
         return 0
@@ -482,8 +488,8 @@ def _cmd_speculative(args) -> int:
     print(f"target step {r0['target_step_ms']:.2f} ms, draft step {r0['draft_step_ms']:.2f} ms "
           f"(cost ratio {r0['cost_ratio']:.3f})")
     out = [{"gamma": r["gamma"], "E[tokens]/step": f"{r['expected_tokens_per_step']:.3f}",
-            "verify ms": f"{r['verify_step_ms']:.2f}", "speed-up": f"{r['speedup']:.2f}x",
-            "Leviathan": f"{r['leviathan_speedup']:.2f}x",
+            "verify ms": _x(r["verify_step_ms"], "{:.2f}"), "speed-up": _x(r["speedup"], "{:.2f}x"),
+            "Leviathan": _x(r["leviathan_speedup"], "{:.2f}x"),
             "break-even alpha": "never" if r["breakeven_alpha"] is None else f"{r['breakeven_alpha']:.3f}"}
            for r in rows]
     print(table(out, list(out[0])))

@@ -204,8 +204,15 @@ def cmd_simulate_parallel(args) -> int:
         from .serving.disaggregated import pd_plan
 
         price = spec.price.usd_per_hour if spec.price else None
-        r = pd_plan(m, spec, fmt, kvd, sc.workload, sc.ttft_p95_ms, sc.tpot_p95_ms, price, _eff(args),
-                    sched.max_num_seqs, args.seed, args.prefill_gpus, args.decode_gpus)
+        try:
+            r = pd_plan(m, spec, fmt, kvd, sc.workload, sc.ttft_p95_ms, sc.tpot_p95_ms, price, _eff(args),
+                        sched.max_num_seqs, args.seed, args.prefill_gpus, args.decode_gpus)
+        except DoesNotFit as exc:  # a verdict, not an error (exit 0; JSON under --json)
+            if args.json:
+                print(_dump({"fits": False, "verdict": str(exc), "layout": "pd"}))
+            else:
+                print(str(exc))
+            return 0
         r["method"] = "queueing model (M/D/1 prefill pool, Little's law decode pool), not the event simulation"
         if args.json:
             print(_dump(r))
@@ -266,6 +273,11 @@ def cmd_simulate_parallel(args) -> int:
 # ---------------------------------------------------------------- speculative
 
 
+def _x(v, fmt: str) -> str:
+    from .cli_serving import _x as x
+    return x(v, fmt)
+
+
 def cmd_speculative_method(args) -> int:
     """`planner speculative --method mtp|eagle|ngram`."""
     from .report import table
@@ -298,8 +310,8 @@ def cmd_speculative_method(args) -> int:
           f"(cost ratio {r0['cost_ratio']:.3f}); draft adds {r0['extra_params_b']:.2f} B parameters "
           f"({r0['extra_weights_gb']:.2f} GB)")
     out = [{"gamma": r["gamma"], "tokens/pass": f"{r['acceptance_length']:.3f}",
-            "verify ms": f"{r['verify_step_ms']:.2f}",
-            "speed-up": f"{r['speedup']:.2f}x", "break-even tokens/pass": f"{r['breakeven_acceptance_length']:.3f}",
+            "verify ms": _x(r["verify_step_ms"], "{:.2f}"),
+            "speed-up": _x(r["speedup"], "{:.2f}x"), "break-even tokens/pass": f"{r['breakeven_acceptance_length']:.3f}",
             "break-even alpha": "never" if r["breakeven_alpha"] is None else f"{r['breakeven_alpha']:.3f}"}
            for r in rows]
     print(table(out, list(out[0])))

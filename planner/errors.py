@@ -25,7 +25,10 @@ def pydantic_one_line(where: str, err) -> PlannerError:
     """Turn a pydantic ValidationError into one line naming the field and what was wrong."""
     parts = []
     for e in err.errors()[:3]:
-        loc = ".".join(str(x) for x in e.get("loc", ())) or "(root)"
-        parts.append(f"{loc}: {e.get('msg', 'invalid')}")
+        loc = ".".join(str(x) for x in e.get("loc", ()))
+        msg = str(e.get("msg", "invalid"))
+        if e.get("type") == "value_error" and msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]  # a validator's own sentence: no pydantic prefix
+        parts.append(f"{loc}: {msg}" if loc else msg)
     more = f" (+{len(err.errors()) - 3} more)" if len(err.errors()) > 3 else ""
     return PlannerError(f"{where}: " + "; ".join(parts) + more)

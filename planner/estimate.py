@@ -400,7 +400,7 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         check_tp(m, tp)
         node = node_for(spec)
         if tp > node.gpus_per_node:
-            raise PlannerError(f"--tp: {tp} exceeds the {node.gpus_per_node} devices of a {node.id} node; "
+            raise PlannerError(f"--tp: {tp} exceeds the {node.gpus_per_node} device(s) of one {node.id} node; "
                                f"`planner plan` adds pipeline stages across nodes")
         link, kv_ways = node.intra_link(), kv_split(m, tp)
 

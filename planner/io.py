@@ -93,9 +93,18 @@ def parse_yaml_text(text: str, where: str) -> dict:
         line = f" line {mark.line + 1}" if mark is not None else ""
         why = " ".join(str(getattr(exc, "problem", None) or exc).split())
         raise PlannerError(f"malformed YAML in {where}{line}: {why}") from None
+    except ValueError as exc:  # int('1' * 5000): Python's limit on integer digits (sys.int_info)
+        raise PlannerError(f"{where}: {_too_long(exc)}") from None
     if not isinstance(data, dict):
         raise PlannerError(f"{where}: expected a mapping at the top level, got {type(data).__name__}")
     return data
+
+
+def _too_long(exc: ValueError) -> str:
+    """One line for a number the parser refuses: Python converts integers of at most 4,300 digits."""
+    if "digits" in str(exc):
+        return "a number has too many digits (more than 4,300); no count or size is that large"
+    return " ".join(str(exc).split())[:200]
 
 
 def parse_json_text(text: str, where: str) -> dict:
@@ -105,6 +114,8 @@ def parse_json_text(text: str, where: str) -> dict:
         raise PlannerError(f"{where}: JSON nested too deeply") from None
     except json.JSONDecodeError as exc:
         raise PlannerError(f"malformed JSON in {where}: {exc.msg} at line {exc.lineno}") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (sys.int_info.str_digits_check_threshold)
+        raise PlannerError(f"{where}: {_too_long(exc)}") from None
     if not isinstance(data, dict):
         raise PlannerError(f"{where}: expected a JSON object at the top level, got {type(data).__name__}")
     return data

@@ -84,7 +84,9 @@ def resolve_scheduler(engine: str | None, spec, max_num_seqs: int | None = None,
     d = scheduler_defaults(engine, spec)
     given = [name for name, v in (("max_num_seqs", max_num_seqs), ("max_num_batched_tokens", max_num_batched_tokens),
                                   ("chunked prefill", chunked_prefill)) if v is not None]
-    return SchedulerDefaults(d.max_num_seqs if max_num_seqs is None else int(max_num_seqs),
+    # an unset max_num_seqs follows a given budget down (vLLM: max_num_seqs = min(default, max_num_batched_tokens))
+    seqs = d.max_num_seqs if max_num_batched_tokens is None else min(d.max_num_seqs, int(max_num_batched_tokens))
+    return SchedulerDefaults(seqs if max_num_seqs is None else int(max_num_seqs),
                              d.max_num_batched_tokens if max_num_batched_tokens is None else int(max_num_batched_tokens),
                              d.chunked_prefill if chunked_prefill is None else bool(chunked_prefill),
                              d.source if not given else f"{d.source}; given: {', '.join(given)}")

@@ -131,6 +131,9 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
     for name, vals in (("batch", batches), ("prompt", prompts), ("output", outputs)):
         if not vals or any((not isinstance(v, (int, np.integer))) or v < 1 for v in vals):
             raise PlannerError(f"--{name}: values must be integers >= 1, got {list(vals)}")
+    for flag, vals in (("--models", models), ("--hardware", hardware), ("--weights", formats)):
+        if not list(vals):
+            raise PlannerError(f"{flag}: empty; give at least one (comma-separated)")
     kvd = norm_kv(kv_dtype)
     specs = [h if isinstance(h, HardwareSpec) else load_hardware(h) for h in hardware]
     archs = [m if isinstance(m, ModelArch) else load_model(m) for m in models]

@@ -24,7 +24,35 @@ def _records_dir(args_records, device_id):
     raise PlannerError(f"--device-id: give one of the measured devices: {', '.join(devices) or 'none measured yet'}")
 
 
+DEVICE_RE = r"cpu|cuda(:\d+)?"
+DEVICE_ID_RE = r"[a-z0-9][a-z0-9._-]*"  # records.RunRecord.device_id's pattern
+
+
+def _check_args(args) -> None:
+    """--device, --device-id, --preset and --out before any work (and before torch): one line each."""
+    import re
+
+    from planner.errors import PlannerError
+
+    dev = getattr(args, "device", None)
+    if dev is not None and not re.fullmatch(DEVICE_RE, dev):
+        raise PlannerError(f"--device: unknown device {dev!r}; allowed: cpu, cuda, cuda:N")
+    did = getattr(args, "device_id", None)
+    if did is not None and not re.fullmatch(DEVICE_ID_RE, did):
+        raise PlannerError(f"--device-id: {did!r} is not an id; allowed: lower-case letters, digits, '.', '_' and "
+                           "'-', starting with a letter or digit (e.g. h200-sxm)")
+    name = getattr(args, "preset", None)
+    if name is not None:
+        from .runner import PRESETS
+        if name not in PRESETS:
+            raise PlannerError(f"--preset: unknown preset {name!r}; allowed: {', '.join(PRESETS)}")
+    out = getattr(args, "out", None)
+    if out is not None and Path(out).is_file() and getattr(args, "validate_command", "") in ("run", "device"):
+        raise PlannerError(f"--out: {out} is a file; give a folder (it is created if missing)")
+
+
 def cmd_run(args) -> int:
+    _check_args(args)
     import os
     # pinned CPU threads: OpenMP reads these when torch starts its pool (torch is imported below, not before)
     os.environ.setdefault("OMP_PROC_BIND", "close")
@@ -86,6 +114,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_spec(args) -> int:
+    _check_args(args)
     from planner.io import atomic_write_yaml
 
     from .localspec import spec_from_records
@@ -124,13 +153,20 @@ def positive_float(text: str) -> float:
 
 def margin_float(text: str) -> float:
     import argparse
-    x = positive_float(text)
+    import math
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in [1, 10], got {text!r}") from None
+    if not math.isfinite(x):
+        raise argparse.ArgumentTypeError(f"must be a number in [1, 10], got {text}")
     if not 1.0 <= x <= 10.0:
-        raise argparse.ArgumentTypeError(f"{text} must be between 1 and 10")
+        raise argparse.ArgumentTypeError(f"must be a number in [1, 10], got {text}")
     return x
 
 
 def cmd_device(args) -> int:
+    _check_args(args)
     from planner.errors import PlannerError
 
     import re

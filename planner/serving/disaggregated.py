@@ -169,8 +169,10 @@ def pd_options(m, spec, fmt, kv_dtype: str, workload, ttft_p95_ms: float, tpot_p
         dec[t] = (np.asarray(tp_step_time_s(m, fmt, kv_dtype, dev, "decode", bs, 1, ctx, t, lk), dtype=np.float64),
                   b_max)
     if not pre:
-        raise PlannerError(f"--parallel pd: {m.name} {fmt.name} does not fit {spec.id} at tensor parallelism "
-                           f"{', '.join(map(str, tps))}")
+        from ..errors import DoesNotFit
+        raise DoesNotFit(f"does not fit: {m.name} {fmt.name} with a KV pool for the workload's longest request "
+                         f"({st['length_max']:,} tokens) on {spec.id} at tensor parallelism "
+                         f"{', '.join(map(str, tps))} (--parallel pd)")
     opts = []
     for tp_p, (s_mean, s_p95, xfer, _) in pre.items():
         for tp_d, (steps, b_max) in dec.items():

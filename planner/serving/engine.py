@@ -91,6 +91,14 @@ class ServingConfig(BaseModel):
         return {**data, "max_num_seqs": d.max_num_seqs, "max_num_batched_tokens": d.max_num_batched_tokens,
                 "chunked_prefill": d.chunked_prefill, **given, "scheduler_source": data.get("scheduler_source") or d.source}
 
+    @model_validator(mode="after")
+    def _budget_holds_the_batch(self):
+        """vLLM's SchedulerConfig check: every running sequence takes at least one token of the step's budget."""
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise ValueError(f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= max_num_seqs "
+                             f"({self.max_num_seqs}): a step holds at least one token per running sequence")
+        return self
+
     @property
     def gpus(self) -> int:
         return self.tp * self.pp * self.replicas
@@ -212,7 +220,7 @@ def build_engine(m, spec, cfg: ServingConfig, efficiency="auto", max_prompt: int
     check_tp(m, cfg.tp)
     node = node_for(spec)
     if cfg.tp > node.gpus_per_node:
-        raise PlannerError(f"--tp: {cfg.tp} exceeds the {node.gpus_per_node} devices of a {node.name} node "
+        raise PlannerError(f"--tp: {cfg.tp} exceeds the {node.gpus_per_node} device(s) of one {node.name} node "
                            f"(tensor parallelism stays inside a node; use --pp across nodes)")
     if cfg.pp > 1 and node.inter_link() is None:
         raise PlannerError(f"--pp: {spec.id} nodes have no network between them ({node.name})")

@@ -187,7 +187,7 @@ def make_group(m, spec, mode: str, ep: int, imbalance: float = DEFAULT_IMBALANCE
     check_ep(m, mode, ep, imbalance)
     node = node_for(spec)
     if ep > node.gpus_per_node and node.inter_link() is None:
-        raise PlannerError(f"--ep: {ep} ranks exceed the {node.gpus_per_node} devices of a {node.name} node, "
+        raise PlannerError(f"--ep: {ep} ranks exceed the {node.gpus_per_node} device(s) of one {node.name} node, "
                            "and its nodes have no network between them")
     return EPGroup(mode, ep, float(imbalance), node.intra_link(), node.inter_link(), node.gpus_per_node)
 

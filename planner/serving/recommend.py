@@ -140,10 +140,16 @@ def _speculative(P, spec, best) -> dict:
         r = best_gamma(P.m, drafts[0], spec, 0.7, weights=best["weights"], context=ctx, batch=batch, efficiency=P.eff)
         out.append(r)
     r1 = out[0]
+    if r1["speedup"] is None:  # target and draft do not fit one device: no speed-up to quote
+        return {"topic": "speculative decoding",
+                "recommendation": f"draft {r1['draft']}: {r1['verdict']} on one {spec.id}; not evaluated "
+                                  "(a draft model is timed on one device)",
+                "results": [{k: r[k] for k in ("draft", "gamma", "batch", "speedup", "breakeven_alpha",
+                                               "expected_tokens_per_step")} for r in out]}
     be = "never pays off" if r1["breakeven_alpha"] is None else f"breaks even at acceptance {r1['breakeven_alpha']:.2f}"
     text = (f"draft {r1['draft']}: at acceptance 0.7, gamma {r1['gamma']}: {r1['speedup']:.2f}x decode speed-up at "
             f"batch 1 ({be})")
-    if len(out) > 1:
+    if len(out) > 1 and out[1]["speedup"] is not None:
         r2 = out[1]
         text += f"; {r2['speedup']:.2f}x at the simulated mean batch {r2['batch']} (while busy)"
     return {"topic": "speculative decoding", "recommendation": text,

@@ -19,7 +19,14 @@ The break-even acceptance rate solves speed-up = 1 (bisection; the speed-up incr
 
 from __future__ import annotations
 
+import math
+
 from ..errors import PlannerError
+
+# a configuration that does not fit has no step times or speed-up (as `planner estimate` blanks its latencies): its
+# rows keep the verdict, the memory and the modelling quantities (expected tokens, cost ratio, break-even)
+NO_TIMES = {"target_step_ms": None, "draft_step_ms": None, "verify_step_ms": None, "speedup": None,
+            "leviathan_speedup": None}
 
 
 def expected_tokens(alpha: float, gamma: int) -> float:
@@ -109,13 +116,13 @@ def speculative(target, draft, hardware, gamma: int = 4, alpha: float = 0.7, wei
         "breakeven_alpha": breakeven,
         "extra_weights_gb": weight_bytes(dm, fmt) / 1e9,
         "fits": fits, "memory_gb": need / 1e9, "capacity_gb": cap / 1e9, "verdict": verdict,
-    }
+    } | ({} if fits else NO_TIMES)
 
 
 def best_gamma(target, draft, hardware, alpha: float, gammas=(1, 2, 3, 4, 5, 6, 8), **kw) -> dict:
     """The draft length with the largest modelled speed-up at this acceptance rate."""
     rows = [speculative(target, draft, hardware, g, alpha, **kw) for g in gammas]
-    return max(rows, key=lambda r: r["speedup"])
+    return max(rows, key=lambda r: -math.inf if r["speedup"] is None else r["speedup"])
 
 
 # ---------------------------------------------------------------- the drafts used today: MTP, EAGLE, n-gram
@@ -253,7 +260,7 @@ def speculative_method(target, hardware, method: str = "eagle", gamma: int = 3, 
     check_tp(tm, tp)
     node = node_for(spec)
     if tp > node.gpus_per_node:
-        raise PlannerError(f"--tp: {tp} exceeds the {node.gpus_per_node} devices of a {node.name} node")
+        raise PlannerError(f"--tp: {tp} exceeds the {node.gpus_per_node} device(s) of one {node.name} node")
     link = node.intra_link() if tp > 1 else None
     u = select_unit(spec, fmt)
     dev = device_model(spec, u, fmt, resolve_efficiency(spec, u, efficiency))
@@ -297,4 +304,4 @@ def speculative_method(target, hardware, method: str = "eagle", gamma: int = 3, 
         "fits": fits, "memory_gb": need / 1e9, "capacity_gb": cap / 1e9,
         "verdict": (f"{'fits' if fits else 'does not fit'}: target + draft weights and KV need {need / 1e9:.2f} GB "
                     f"per device of {cap / 1e9:.2f} GB usable on {where}"),
-    }
+    } | ({} if fits else NO_TIMES)

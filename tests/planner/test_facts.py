@@ -204,7 +204,7 @@ def test_tensor_parallel_estimate():
     assert ds.memory.fits and ds.memory.kv_cache_gb == pytest.approx(640 * 576 * 61 * 2 / 1e9)
 
 
-@pytest.mark.parametrize("kw, needle", [({"tp": 3}, "does not divide"), ({"tp": 16}, "exceeds the 8 devices"),
+@pytest.mark.parametrize("kw, needle", [({"tp": 3}, "does not divide"), ({"tp": 16}, "exceeds the 8 device"),
                                         ({"tp": 0}, "--tp")])
 def test_tensor_parallel_bad_degrees(kw, needle):
     from planner.errors import PlannerError
