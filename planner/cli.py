@@ -83,6 +83,9 @@ def utilization(text: str) -> float:
     return v
 
 
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128)  # vllm/config CacheConfig BlockSize
+
+
 def add_engine_memory_args(p: argparse.ArgumentParser) -> None:
     """Engine arguments that size memory (planner.memory.EngineSettings); vLLM's names."""
     g = p.add_argument_group("engine memory (with --engine)")
@@ -97,7 +100,8 @@ def add_engine_memory_args(p: argparse.ArgumentParser) -> None:
                    "n_ubatch 512)")
     g.add_argument("--max-num-seqs", type=positive_int, default=None,
                    help="vLLM max_num_seqs (V1 serve default: 1024 on >= 70 GiB devices other than A100, else 256)")
-    g.add_argument("--block-size", type=positive_int, default=None, help="vLLM KV block size in tokens (16)")
+    g.add_argument("--block-size", type=int, choices=VLLM_BLOCK_SIZES, default=None, metavar="{1,8,...,128}",
+                   help="vLLM KV block size in tokens (16); vLLM takes 1, 8, 16, 32, 64 or 128 (CacheConfig)")
     g.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (no graph memory pool)")
 
 

@@ -20,7 +20,7 @@ from .efficiency import resolve_with_origin
 from .errors import PlannerError
 from .hardware import Efficiency, HardwareSpec, load_hardware
 from .latency import decode_sum_s, point_latency_fast, stage_op_times
-from .memory import DEFAULT_SETTINGS, EngineSettings, max_batch, max_context, plan_memory_fast
+from .memory import DEFAULT_SETTINGS, EngineSettings, check_engine, max_batch, max_context, plan_memory_fast
 from .model_files import resolve_weights
 from .ops import (MATMUL, decode_ops, kv_bytes_per_sequence, kv_bytes_per_token, kv_bytes_per_token_per_layer, prefill_ops, totals,
                   weights_source)
@@ -393,6 +393,7 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     context = prompt + output
     if context > m.max_position_embeddings:
         warnings.append(f"context {context} exceeds {m.name}'s maximum of {m.max_position_embeddings} tokens")
+    check_engine(engine, spec, kvd)
 
     link, kv_ways = None, 1
     if tp > 1:  # tensor parallelism inside one node
@@ -446,8 +447,10 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         max_len = es.max_model_len or m.max_position_embeddings
         holds = max_context(m, fmt, kvd, 1, 0, *mem_args)  # tokens one sequence may hold in the pool
         if holds < max_len:  # vLLM checks at start-up that one max_model_len sequence fits the pool
+            fix = (f"pass --max-model-len {holds} or less" if holds > 0 else
+                   "the pool holds no whole block: a smaller --block-size, format or model, or a larger device")
             warnings.append(f"vLLM refuses to start with max_model_len {max_len}: the KV pool holds {holds:,} tokens "
-                            f"per sequence; pass --max-model-len {holds} or less")
+                            f"per sequence; {fix}")
     memory = _out(MemoryReport,
         devices=tp, weights_gb=mb.weights_bytes / GB, kv_cache_gb=mb.kv_cache_bytes / GB,
         activations_gb=mb.activations_bytes / GB,

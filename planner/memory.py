@@ -60,6 +60,30 @@ CUDA_GRAPH_MAX_BATCH = 512             # vLLM's largest captured decode batch (c
 
 # ---------------------------------------------------------------- weights (cached: the limits evaluate plans often)
 
+# What each engine runs, where it definitely does not run something (its documentation / source): KV-cache dtypes it
+# has no cache for, and the devices it does not run on. An engine not listed, or a dtype / device not named, is
+# allowed (no refusal where the planner is not sure).
+ENGINE_NO_KV = {
+    "vllm": ("int8", "int4", "q8_0", "q4_0"),     # --kv-cache-dtype: auto, fp8, fp8_e4m3, fp8_e5m2 (CacheConfig)
+    "sglang": ("int8", "int4", "q8_0", "q4_0"),   # --kv-cache-dtype: auto, fp8_e5m2, fp8_e4m3 (server_args)
+    "trtllm": ("q8_0", "q4_0"),                   # KV cache quantization: FP8, INT8 (and NVFP4 on Blackwell)
+    "llamacpp": ("fp8", "fp8-per-token", "int8", "int4"),  # -ctk/-ctv: f32, f16, bf16, q8_0, q4_0, q4_1, ...
+}
+ENGINE_VENDORS = {"trtllm": ("nvidia",)}         # TensorRT-LLM builds CUDA engines for NVIDIA GPUs only
+
+
+def check_engine(engine: str, spec, kv_dtype: str) -> None:
+    """Refuse an engine on a device or with a KV dtype it does not run (ENGINE_NO_KV, ENGINE_VENDORS): one line."""
+    if kv_dtype in ENGINE_NO_KV.get(engine, ()):
+        ok = [k for k in ("fp16", "bf16", "fp8", "int8", "q8_0", "q4_0") if k not in ENGINE_NO_KV[engine]]
+        raise PlannerError(f"--kv-dtype: {engine} has no {kv_dtype} KV cache; allowed with --engine {engine}: "
+                           f"{', '.join(ok)}")
+    vendors = ENGINE_VENDORS.get(engine)
+    if vendors and (spec.vendor.lower() not in vendors or not any(u.kind == "gpu" for u in spec.units)):
+        raise PlannerError(f"--engine: {engine} runs on {'/'.join(v.upper() for v in vendors)} GPUs only, not "
+                           f"{spec.id} ({spec.vendor})")
+
+
 def _weights(m: ModelArch, fmt: WeightFormat) -> float:
     return by_identity("weight_bytes", (m, fmt), lambda: weight_bytes(m, fmt))  # (hashing a ModelArch is slow)
 

@@ -189,7 +189,8 @@ def engine_pool(m, fmt, kvd, spec, cfg: "ServingConfig", max_len: int) -> Replic
                          cfg.gpu_memory_utilization, cfg.max_num_seqs)
     if cfg.engine == "none":
         return mem
-    from ..memory import EngineSettings, plan_memory
+    from ..memory import EngineSettings, check_engine, plan_memory
+    check_engine(cfg.engine, spec, kvd)
     from ..units import GB
     from .parallelism import kv_split
 

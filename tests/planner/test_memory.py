@@ -349,7 +349,8 @@ def test_verdict_limits_agree_on_random_configurations(seed):
         hw = rng.choice(["rtx-3080", "l40s", "h100-sxm", "a100-40gb-sxm"])
         engine = rng.choice(["none", "vllm", "trtllm", "sglang", "llamacpp"])
         b, p, o = rng.randint(1, 64), rng.randint(1, 8192), rng.randint(1, 2048)
-        e = estimate(model, hw, rng.choice(["fp16", "awq-int4", "q4_0", "fp8"]), rng.choice(["fp16", "fp8"]),
+        kv = rng.choice(["fp16", "q8_0"] if engine == "llamacpp" else ["fp16", "fp8"])  # caches the engine has
+        e = estimate(model, hw, rng.choice(["fp16", "awq-int4", "q4_0", "fp8"]), kv,
                      batch=b, prompt=p, output=o, engine=engine)
         mem = e.memory
         if mem.fits:  # it fits, so the limits include this batch and this context
@@ -403,3 +404,19 @@ def test_closed_forms_match_bisection(seed):
         where = (m.name, spec.id, f.name, kvd, engine, flash, tp, s, b, p, o)
         assert max_batch(m, f, kvd, p, o, **kw) == ref_b, where
         assert max_context(m, f, kvd, b, o, **kw) == ref_c, where
+
+
+def test_engines_refuse_devices_and_kv_caches_they_do_not_have():
+    from planner.errors import PlannerError
+
+    # TensorRT-LLM builds CUDA engines only; vLLM and SGLang have fp8 but no int8 / llama.cpp block caches;
+    # llama.cpp's -ctk/-ctv take f16, bf16, q8_0, q4_0 (and others), not fp8
+    with pytest.raises(PlannerError, match="trtllm runs on NVIDIA GPUs only, not apple-m2"):
+        estimate("llama-3-8b", "apple-m2", engine="trtllm")
+    with pytest.raises(PlannerError, match="vllm has no q4_0 KV cache"):
+        estimate("llama-3-8b", "h100-sxm", kv_dtype="q4_0", engine="vllm")
+    with pytest.raises(PlannerError, match="llamacpp has no fp8 KV cache"):
+        estimate("llama-3-8b", "h100-sxm", kv_dtype="fp8", engine="llamacpp")
+    assert estimate("llama-3-8b", "h100-sxm", kv_dtype="int8", engine="trtllm").memory.fits
+    assert estimate("llama-3-8b", "mi300x", kv_dtype="fp8", engine="vllm").memory.fits
+    assert estimate("llama-3-8b", "apple-m2", "q4_0", kv_dtype="q8_0", engine="llamacpp").memory.fits
