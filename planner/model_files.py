@@ -115,7 +115,7 @@ def _summary(path, kind, sizes: list[tuple[str, str, int, int]], format_name, fo
 _ST_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
                    "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "U16": 2, "U32": 4, "U64": 8, "F4": 0.5}
 _ST_FORMAT = {"BF16": ("bf16", ("bf16", "fp16")), "F16": ("fp16", ("fp16", "bf16")), "F32": ("fp32", ("fp32",)),
-              "F8_E4M3": ("fp8", ("fp8",))}
+              "F8_E4M3": ("fp8", ("fp8",)), "F8_E5M2": ("fp8", ("fp8",))}
 _QUANT_METHOD = {"mxfp4": ("mxfp4", ("bf16", "fp16", "mxfp4")), "fp8": ("fp8", ("fp8", "bf16", "fp16")),
                  "gptq": ("gptq-int4", ("gptq-int4",)), "awq": ("awq-int4", ("awq-int4",)),
                  "bitsandbytes": ("nf4", ("nf4",)), "compressed-tensors": ("fp8", ("fp8",))}
@@ -164,12 +164,30 @@ def _tensor_sizes(path: Path, hdr: dict) -> list[tuple[str, str, int, int]]:
     return out
 
 
-def _format_of(cfg: dict, dtype_bytes: dict[str, int]) -> tuple[str, tuple[str, ...]]:
+_INT4_METHODS = ("gptq", "awq")  # their quantization_config.bits: the planner's formats are 4-bit
+
+
+def _format_of(cfg: dict, dtype_bytes: dict[str, int], where: str = "model folder") -> tuple[str, tuple[str, ...]]:
+    """(weight format, formats the file runs as) from quantization_config, else the dominant tensor dtype; a method,
+    bit width or dtype the planner does not read is an error naming the allowed ones (never a silent bf16)."""
     q = cfg.get("quantization_config") if isinstance(cfg, dict) else None
-    if isinstance(q, dict) and isinstance(q.get("quant_method"), str) and q["quant_method"] in _QUANT_METHOD:
-        return _QUANT_METHOD[q["quant_method"]]
+    if isinstance(q, dict) and q.get("quant_method") is not None:
+        method = q["quant_method"]
+        if not isinstance(method, str) or method not in _QUANT_METHOD:
+            raise PlannerError(f"{where}: quantization_config.quant_method {method!r} is not one the planner reads; "
+                               f"known: {', '.join(_QUANT_METHOD)}")
+        bits = q.get("bits", 4)
+        if method in _INT4_METHODS and bits != 4:
+            raise PlannerError(f"{where}: quantization_config.bits {bits!r} with {method}: the planner's {method} "
+                               f"format is 4-bit ({_QUANT_METHOD[method][0]}); give --weights for another width")
+        if method == "bitsandbytes" and q.get("load_in_8bit"):
+            return "int8", ("int8",)
+        return _QUANT_METHOD[method]
     top = max(dtype_bytes, key=dtype_bytes.get) if dtype_bytes else "BF16"
-    return _ST_FORMAT.get(top, (top.lower(), (top.lower(),)))
+    if top not in _ST_FORMAT:
+        raise PlannerError(f"{where}: most weight bytes are {top} tensors, a dtype the planner does not read as a "
+                           f"weight format; known: {', '.join(_ST_FORMAT)} (or a quantization_config)")
+    return _ST_FORMAT[top]
 
 
 def read_safetensors_folder(folder: Path, cfg: dict) -> WeightsFile | None:
@@ -183,8 +201,8 @@ def read_safetensors_folder(folder: Path, cfg: dict) -> WeightsFile | None:
         dt: dict[str, int] = {}
         for _, d, nb, _ in sizes:
             dt[d] = dt.get(d, 0) + nb
-        name, formats = _format_of(cfg, dt)
         where = files[0] if len(files) == 1 else folder
+        name, formats = _format_of(cfg, dt, str(where))
         return _summary(where, "safetensors", sizes, name, formats)
     if index.exists():
         from .io import read_json
@@ -194,8 +212,12 @@ def read_safetensors_folder(folder: Path, cfg: dict) -> WeightsFile | None:
         if not isinstance(total, int) or isinstance(total, bool) or not 0 < total < 2 ** 53:
             raise PlannerError(f"{index}: metadata.total_size must be a positive integer byte count")
         torch_dtype = cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"
-        st = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}.get(str(torch_dtype), "BF16")
-        name, formats = _format_of(cfg, {st: total})
+        known = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
+        if str(torch_dtype) not in known:
+            raise PlannerError(f"{index}: config torch_dtype {torch_dtype!r} is not one the planner reads; known: "
+                               f"{', '.join(known)}")
+        st = known[str(torch_dtype)]
+        name, formats = _format_of(cfg, {st: total}, str(index))
         return WeightsFile(str(index), "safetensors index", total, (("all", total),), ((st, total),), 0, name, formats)
     return None
 

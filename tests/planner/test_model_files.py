@@ -194,3 +194,17 @@ def test_gguf_moe_experts_are_read_and_grouped(tmp_path):
     g = m.weights_file.bytes_by_group
     assert g["routed_experts"] == 3 * 4 * 256 * H * 144 / 256  # Q4_K: 144 bytes per 256 weights
     assert g["embedding"] == g["lm_head"] == V * H * 2
+
+
+@pytest.mark.parametrize("cfg_extra, needle", [
+    ({"quantization_config": {"quant_method": "weird"}}, "quant_method 'weird' is not one the planner reads"),
+    ({"quantization_config": {"quant_method": "gptq", "bits": 3}}, "bits 3 with gptq"),
+    ({"torch_dtype": "float7"}, "torch_dtype 'float7' is not one the planner reads"),
+])
+def test_unknown_quantization_or_dtype_is_named_not_bf16(tmp_path, cfg_extra, needle):
+    # a method, width or dtype the planner cannot read is an error, never silently bf16
+    (tmp_path / "config.json").write_text(json.dumps({**CFG, **cfg_extra}))
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": 123_456_789}, "weight_map": {"lm_head.weight": "model-00001-of-00002.safetensors"}}))
+    with pytest.raises(PlannerError, match=needle):
+        load_model(str(tmp_path))
