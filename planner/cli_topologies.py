@@ -31,6 +31,11 @@ _imbalance = _at_least_one("max/mean tokens per expert")
 _tau = _at_least_one("tokens per target pass")
 
 
+def _pool_size(text: str) -> int:
+    from .cli_serving import _bounded_int
+    return _bounded_int(1, 4096)(text)
+
+
 def add_parallel_args(p) -> None:
     """--parallel and its sizes (plan and simulate)."""
     g = p.add_argument_group("serving topology")
@@ -43,8 +48,8 @@ def add_parallel_args(p) -> None:
     g.add_argument("--expert-imbalance", type=_imbalance, default=None,
                    help="max/mean routed tokens per expert rank (1 = perfectly balanced; default: the assumption "
                         "documented in planner/serving/expert_parallel.py)")
-    g.add_argument("--prefill-gpus", type=positive_int, default=None, help="pd: devices in the prefill pool")
-    g.add_argument("--decode-gpus", type=positive_int, default=None, help="pd: devices in the decode pool")
+    g.add_argument("--prefill-gpus", type=_pool_size, default=None, help="pd: devices in the prefill pool (1-4096)")
+    g.add_argument("--decode-gpus", type=_pool_size, default=None, help="pd: devices in the decode pool (1-4096)")
 
 
 def register(sub) -> None:
@@ -121,6 +126,27 @@ def _check_sizes(args, simulate: bool) -> None:
         raise PlannerError("--replicas: --parallel pd sizes its pools with --prefill-gpus/--decode-gpus")
     if args.parallel not in ("ep", "dp-attention") and args.expert_imbalance is not None:
         raise PlannerError(f"--expert-imbalance: applies to --parallel ep or dp-attention, not {args.parallel}")
+    # --engine and --runtime are checked as the tensor-parallel paths check them (an unknown id is refused);
+    # the topology models size and time with the kind defaults, so a named runtime profile is refused, not ignored
+    from .cli_serving import _check_engine
+    engine = _check_engine(getattr(args, "engine", "none") or "none")
+    if engine != "none":
+        raise PlannerError(f"--engine: --parallel {args.parallel} sizes each pool or rank with its own rule "
+                           "(planner/serving/); allowed: --engine none (or --parallel tp)")
+    if getattr(args, "runtime", None):
+        from .runtimes import load_runtime
+        load_runtime(args.runtime)
+        raise PlannerError(f"--runtime: --parallel {args.parallel} times steps with the calibrated / default "
+                           "efficiencies; allowed: no --runtime (or --parallel tp)")
+    if simulate and args.parallel == "pd":  # the queueing model has no scheduler and no rate search
+        given = [flag for flag, on in (("--max-rate", getattr(args, "max_rate", False)),
+                                       ("--chunked-prefill", getattr(args, "chunked_prefill", None) is not None),
+                                       ("--max-num-batched-tokens", getattr(args, "max_num_batched_tokens", None)
+                                        is not None),
+                                       ("--requests", getattr(args, "requests", None) is not None)) if on]
+        if given:
+            raise PlannerError(f"{given[0]}: --parallel pd is a queueing model (M/D/1 prefill pool, Little's law "
+                               "decode pool), not the event simulation; drop it")
     if args.expert_imbalance is None:
         from .serving.expert_parallel import DEFAULT_IMBALANCE
 

@@ -494,6 +494,9 @@ def from_hf_config(cfg: Any, name: str = "custom", where: str = "config.json"):
     if not isinstance(mtype, str) or mtype not in FAMILIES:
         arch = next((a for a in archs if isinstance(a, str) and a in ARCHITECTURES), None)
         if arch is None:
+            if mtype is None:
+                raise PlannerError(f"{where}: missing required field 'model_type' (and no known 'architectures' "
+                                   f"entry); supported model_type: " + ", ".join(supported_model_types()))
             shown = mtype if isinstance(mtype, str) else type(mtype).__name__
             raise PlannerError(f"{where}: unsupported architecture: model_type {str(shown)[:40]!r}; supported model_type: "
                                + ", ".join(supported_model_types()))

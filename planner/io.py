@@ -160,6 +160,8 @@ def atomic_write_text(path: str | Path, text: str, make_dirs: bool = True) -> No
     `make_dirs` creates the project's own data folders (records/<device>/); a path the user typed (`--out`) is
     written with make_dirs=False, so `--out /typo/x.csv` is a one-line error, never a new folder tree."""
     p = Path(path)
+    if p.is_dir():
+        raise PlannerError(f"cannot write {p}: it is a folder; give a file name")
     if make_dirs:
         p.parent.mkdir(parents=True, exist_ok=True)
     elif not p.parent.is_dir():

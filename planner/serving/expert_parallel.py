@@ -69,7 +69,9 @@ def check_ep(m, mode: str, ep: int, imbalance: float = DEFAULT_IMBALANCE) -> Non
     E = m.moe.num_experts
     if not isinstance(ep, (int, np.integer)) or ep < 2 or ep > E or E % ep:
         divisors = [d for d in range(2, E + 1) if E % d == 0][:8]
-        raise PlannerError(f"--ep: {ep} ranks must divide {m.name}'s {E} experts; allowed: "
+        why = "at least 2 ranks split the experts" if isinstance(ep, (int, np.integer)) and ep < 2 else \
+            f"{ep} ranks must divide {m.name}'s {E} experts"
+        raise PlannerError(f"--ep: {why}; allowed: "
                            f"{', '.join(map(str, divisors))}{', ...' if len(divisors) == 8 else ''}")
     if mode == "ep" and m.num_attention_heads % ep:
         raise PlannerError(f"--ep: tensor-parallel attention over {ep} ranks needs {ep} to divide "
