@@ -187,6 +187,8 @@ def cmd_hardware(args) -> int:
     from .hardware import load_all_hardware, load_hardware
     from .report import table
 
+    if args.action == "list" and args.id:
+        raise _usage(f"hardware list: takes no id (got {args.id!r}); `planner hardware show {args.id}` shows one")
     if args.action == "list":
         rows = [{"id": s.id, "name": s.name, "kind": s.kind, "memory_gb": f"{s.memory.capacity_gb:g}",
                  "usable_gb": f"{s.usable_capacity_gb:.1f}", "bandwidth_gbs": f"{s.memory.bandwidth_gbs:g}",
@@ -205,6 +207,8 @@ def cmd_models(args) -> int:
     from .architecture import list_model_ids, load_model
     from .report import table
 
+    if args.action == "list" and args.id:
+        raise _usage(f"models list: takes no id (got {args.id!r}); `planner models show {args.id}` shows one")
     if args.action == "list":
         rows = []
         for i in list_model_ids():

@@ -434,10 +434,21 @@ def cmd_batching(args) -> int:
         return _json_verdict(args, exc)
 
 
+def _warn_past_maximum(model: str, context: int) -> None:
+    """The warning `planner estimate` gives: the model refuses a context longer than its maximum."""
+    from .architecture import load_model
+
+    m = load_model(model)
+    if context > m.max_position_embeddings:
+        print(f"warning: context {context:,} exceeds {m.name}'s maximum of {m.max_position_embeddings:,} tokens",
+              file=sys.stderr)
+
+
 def _cmd_batching(args) -> int:
     from .report import table
     from .serving import batching_table
 
+    _warn_past_maximum(args.model, args.prompt + args.output)
     df = batching_table(args.model, args.hardware, args.batch, args.prompt, args.output, args.weights, args.kv_dtype,
                         _eff(args))
     if args.json:
@@ -471,6 +482,7 @@ def _cmd_speculative(args) -> int:
     from .report import table
     from .serving import speculative
 
+    _warn_past_maximum(args.model, args.context)
     rows = [speculative(args.model, args.draft, args.hardware, g, args.acceptance, args.weights,
                         kv_dtype=getattr(args, "kv_dtype", "fp16"), context=args.context, batch=args.batch,
                         efficiency=_eff(args)) for g in args.gamma]

@@ -151,7 +151,13 @@ def candidate_devices(sc: Scenario, hardware: list[str] | None):
     from ..hardware import list_hardware_ids, load_hardware
 
     if hardware:  # ids, paths or HardwareSpec objects (an upload is used as given, never looked up by name)
-        return [h if not isinstance(h, str) else load_hardware(h) for h in hardware], []
+        specs = [h if not isinstance(h, str) else load_hardware(h) for h in hardware]
+        seen, out = set(), []
+        for s in specs:  # a device named twice is one candidate (one row, one rank)
+            if s.id not in seen:
+                seen.add(s.id)
+                out.append(s)
+        return out, []
     specs, skipped = [], []
     for hid in list_hardware_ids():
         try:
