@@ -351,6 +351,30 @@ def quant_comparison(m: ModelArch, spec: HardwareSpec, kv: str, batch: int, prom
 # ---------------------------------------------------------------- roofline
 
 
+def cluster_labels(points, x: str = "intensity", y: str = "achieved_tflops", text: str = "op",
+                   tol_decades: float = 0.15):
+    """One label per cluster of chart points that would print on top of each other: points whose log10 x and
+    log10 y are both within tol_decades (0.15: ~40%, a 10-px label on a 400-px chart of five decades) of a cluster's first point join it, and the cluster's label
+    lists their names ("qkv_proj / o_proj / mlp"), at that first point. Non-positive coordinates are left out."""
+    import pandas as pd
+
+    ok = points[(points[x] > 0) & (points[y] > 0)]
+    lx, ly = np.log10(ok[x].to_numpy(float)), np.log10(ok[y].to_numpy(float))
+    clusters: list[list[int]] = []
+    for i in np.argsort(lx, kind="stable"):
+        for c in clusters:
+            if abs(lx[c[0]] - lx[i]) <= tol_decades and abs(ly[c[0]] - ly[i]) <= tol_decades:
+                c.append(i)
+                break
+        else:
+            clusters.append([i])
+    rows = []
+    for c in clusters:
+        names = list(dict.fromkeys(str(ok[text].iloc[j]) for j in c))
+        rows.append({x: float(ok[x].iloc[c[0]]), y: float(ok[y].iloc[c[0]]), text: " / ".join(names)})
+    return pd.DataFrame(rows, columns=[x, y, text])
+
+
 def roofline_frames(e: Estimate, spec: HardwareSpec):
     """(roofs, points, ridge) for a log-log roofline of the estimate's compute unit.
 

@@ -144,3 +144,14 @@ def test_launch_commands_take_every_weight_format_and_kv_dtype():
     assert c["TensorRT-LLM"].endswith("# KV cache fp8") and "--kv-cache-dtype fp8" in c["vLLM"]
     c = ud.launch_commands(m, "q4_k_m", "q8_0", 1, 1, 8, 4096)
     assert "-ctk q8_0 -ctv q8_0" in c["llama.cpp"] and "no q8_0 KV cache in this engine" in c["vLLM"]
+
+
+def test_cluster_labels_join_points_that_would_overprint():
+    # decode weight GEMMs all sit at ~1 FLOP/byte: one label "qkv_proj / mlp / o_proj", not three on top of each
+    # other; points a decade apart keep their own labels; a zero coordinate (no work) has no label
+    df = pd.DataFrame({"intensity": [1.0, 1.05, 1.02, 3.9, 4.0, 600.0, 0.0],
+                       "achieved_tflops": [0.5, 0.52, 0.49, 2.0, 2.1, 300.0, 1.0],
+                       "op": ["qkv_proj", "o_proj", "mlp", "attn_scores", "attn_values", "mlp", "embedding"]})
+    out = ud.cluster_labels(df)
+    assert list(out["op"]) == ["qkv_proj / mlp / o_proj", "attn_scores / attn_values", "mlp"]
+    assert list(out["intensity"]) == [1.0, 3.9, 600.0]

@@ -34,7 +34,7 @@ def render(ctx: Context) -> None:
     pts = alt.Chart(points).mark_point(size=70, filled=True).encode(
         x="intensity:Q", y=alt.Y("achieved_tflops:Q"), color=alt.Color("hardware:N", scale=colors, legend=None),
         shape=alt.Shape("stage:N", legend=CORNER("stage")), tooltip=_point_tip())
-    dec = points[points["stage"] == "decode"].drop_duplicates("op")
+    dec = ud.cluster_labels(points[points["stage"] == "decode"].drop_duplicates("op"))  # one label per cluster
     labels = alt.Chart(dec).mark_text(align="left", dx=6, dy=-6, fontSize=10, color="#444").encode(
         x="intensity:Q", y="achieved_tflops:Q", text="op:N")
     show_chart(alt.layer(lines, pts, labels).properties(
@@ -76,8 +76,8 @@ def _device_roofline(spec, e) -> None:
                  alt.Tooltip("intensity:Q", title="FLOP/byte", format=",.2f"),
                  alt.Tooltip("achieved_tflops:Q", title="achieved TFLOP/s", format=",.2f"),
                  alt.Tooltip("time_ms:Q", title="time (ms)", format=",.4f"), alt.Tooltip("bound:N")])
-    labels = ops.mark_text(align="left", dx=7, dy=4, fontSize=10).encode(text="op:N", color=alt.value("#333"),
-                                                                           shape=alt.value("circle"))
+    labels = alt.Chart(ud.cluster_labels(points)).mark_text(align="left", dx=7, dy=4, fontSize=10, color="#333").encode(
+        x="intensity:Q", y="achieved_tflops:Q", text="op:N")  # operators that coincide share one label
     chart = alt.layer(lines, rp, rt, ops, labels).resolve_scale(color="independent").properties(
         title=f"Roofline: {e.hardware_name} ({e.roofline.bandwidth_gbs:g} GB/s), prefill and decode operators",
         height=420)
