@@ -448,9 +448,9 @@ def _cmd_batching(args) -> int:
     from .report import table
     from .serving import batching_table
 
-    _warn_past_maximum(args.model, args.prompt + args.output)
     df = batching_table(args.model, args.hardware, args.batch, args.prompt, args.output, args.weights, args.kv_dtype,
                         _eff(args))
+    _warn_past_maximum(args.model, args.prompt + args.output)  # after the work: an error stays one line
     if args.json:
         print(df.to_json(orient="records", indent=2))
         return 0
@@ -482,10 +482,10 @@ def _cmd_speculative(args) -> int:
     from .report import table
     from .serving import speculative
 
-    _warn_past_maximum(args.model, args.context)
     rows = [speculative(args.model, args.draft, args.hardware, g, args.acceptance, args.weights,
                         kv_dtype=getattr(args, "kv_dtype", "fp16"), context=args.context, batch=args.batch,
                         efficiency=_eff(args)) for g in args.gamma]
+    _warn_past_maximum(args.model, args.context)  # after the work: an error stays one line
     if args.json:
         print(_dump(rows))
         return 0
