@@ -261,6 +261,15 @@ class _Planner:
 
         return load_runtime(self.runtime)
 
+    def _sched(self, spec) -> tuple[int, bool]:
+        """(tokens per step, chunked prefill) the engine runs on this device: the engine's own defaults where
+        --engine names vLLM or SGLang (planner/scheduler_defaults.py, as `planner simulate`), else the scenario's."""
+        if self.engine_rule in ("vllm", "sglang"):
+            from ..scheduler_defaults import scheduler_defaults
+            d = scheduler_defaults(self.engine_rule, spec)
+            return d.max_num_batched_tokens, d.chunked_prefill
+        return self.budget, self.sc.chunked_prefill
+
     def _memory(self, spec, fmt, tp, pp):
         if self.engine_rule == "none":
             return replica_memory(self.m, fmt, self.kvd, spec, tp, pp, self.budget,
@@ -268,7 +277,7 @@ class _Planner:
         from .engine import engine_pool, make_config
 
         cfg = make_config(hardware=spec.id, weights=fmt.name, kv_dtype=self.kvd, tp=tp, pp=pp,
-                          max_num_seqs=self.sc.max_num_seqs, max_num_batched_tokens=self.budget,
+                          max_num_seqs=self.sc.max_num_seqs, max_num_batched_tokens=self._sched(spec)[0],
                           engine=self.engine_rule)
         return engine_pool(self.m, fmt, self.kvd, spec, cfg, self.st.length_max)
 
@@ -343,7 +352,7 @@ class _Planner:
             self.engines[key] = StepModel.build(
                 self.m, c.fmt, self.kvd, self._dev(spec, c.fmt, c.unit), c.tp, c.pp,
                 node.intra_link() if c.tp > 1 else None, node.inter_link() if c.pp > 1 else None, True,
-                min(max(self.budget, self.st.prompt_max), STEP_TABLE_MAX_TOKENS))
+                min(max(self._sched(spec)[0], self.st.prompt_max), STEP_TABLE_MAX_TOKENS))
         return self.engines[key]
 
     def run(self, spec, c: _Cand, replicas: int, seqs: int, chunked: bool = False,
@@ -352,7 +361,8 @@ class _Planner:
         sm = self._engine(spec, c)
         engines = replicas * c.pp
         n = max(100, self.n // 5) if screen else self.n
-        lim = EngineLimits(c.pool_tokens, seqs, self.budget, chunked or self.sc.chunked_prefill)
+        budget, chunked_default = self._sched(spec)
+        lim = EngineLimits(c.pool_tokens, seqs, budget, chunked or chunked_default)
         # a simulation is a pure function of (step model, requests, limits): run once per plan (the quantization
         # recommendation searches the chosen device again; a bisection may revisit a count)
         key = (spec.id, c.fmt.name, c.tp, c.pp, engines, n, lim, self.sc.workload)
@@ -384,8 +394,8 @@ class _Planner:
             return dict(row, ttft_p95_ms_range=None, tpot_p95_ms_range=None, range_source=None)
         sm = self._engine(spec, c)
         reqs = self._requests(row["replicas"] * c.pp, self.n)
-        lim = EngineLimits(c.pool_tokens, row["max_num_seqs"], self.budget,
-                           bool(row["chunked_prefill"]) or self.sc.chunked_prefill)
+        budget, chunked_default = self._sched(spec)
+        lim = EngineLimits(c.pool_tokens, row["max_num_seqs"], budget, bool(row["chunked_prefill"]) or chunked_default)
         sm_slow, sm_fast = slow_fast(sm, iv)
         slow = summarize(run_engine(sm_slow, reqs, lim))
         fast = summarize(run_engine(sm_fast, reqs, lim))
@@ -446,7 +456,8 @@ class _Planner:
         return {
             "hardware": spec.id, "status": status, "weights": c.fmt.name, "quality_tier": quality_tier(c.fmt.name)[1],
             "unit": c.unit.name, "tp": c.tp,
-            "pp": c.pp, "replicas": replicas, "gpus": gpus, "max_num_seqs": seqs, "chunked_prefill": chunked,
+            "pp": c.pp, "replicas": replicas, "gpus": gpus, "max_num_seqs": seqs,
+            "chunked_prefill": bool(chunked or self._sched(spec)[1]),
             "ttft_p95_ms": s["ttft_ms"]["p95"] if s else None, "tpot_p95_ms": s["tpot_ms"]["p95"] if s else None,
             "e2e_p95_s": s["e2e_s"]["p95"] if s else None, "mean_running": s["mean_running"] if s else None,
             "mean_batch_busy": s["mean_batch_busy"] if s else None,

@@ -151,3 +151,15 @@ def test_public_surface_and_light_imports():
             "bad = [m for m in ('torch', 'streamlit', 'pandas', 'planner.serving') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+def test_plan_with_vllm_runs_vllms_scheduler_per_device():
+    # --engine vllm: every simulated row chunks its prompts, at vLLM V1's budget for the device (2048 tokens on an
+    # L40S, 8192 on an H100: planner/scheduler_defaults.py), as `planner simulate --engine vllm` does
+    r = plan("llama-3.1-8b", "chat", qps=1, hardware=["l40s", "h100-sxm"], n_requests=N, engine="vllm")
+    assert r.configs["chunked_prefill"].all()
+    rec = next(x for x in r.recommendations if x["topic"] == "chunked prefill")
+    assert "engine's default here" in rec["recommendation"]
+    assert f"({ {'l40s': 2048, 'h100-sxm': 8192}[r.best['hardware']] } tokens/step)" in rec["recommendation"]
+    plain = plan("llama-3.1-8b", "chat", qps=1, hardware=["l40s"], n_requests=N, recommend=False)
+    assert not plain.configs["chunked_prefill"].any()
