@@ -249,6 +249,12 @@ class ModelArch(_Frozen):
             raise ValueError("a model has either sliding-window or chunked local layers, not both")
         return self
 
+    def context_warning(self, context: int) -> str | None:
+        """The one warning every command gives for a context longer than the model's maximum (it refuses one)."""
+        if context > self.max_position_embeddings:
+            return f"context {context} exceeds {self.name}'s maximum of {self.max_position_embeddings} tokens"
+        return None
+
     # ------------------------------------------------------------ per-layer layout
     # (cached: a frozen model's layout never changes, and the cost model asks for its counts on every call)
     @cached_property

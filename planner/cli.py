@@ -244,11 +244,9 @@ def cmd_sweep(args) -> int:
     dt = time.perf_counter() - t0
     from .architecture import load_model
     longest = max(args.prompt) + max(args.output)
-    for mid in dict.fromkeys(args.models):
-        m = load_model(mid)
-        if longest > m.max_position_embeddings:  # as estimate warns: the model refuses such contexts
-            print(f"warning: {m.name}: contexts up to {longest:,} tokens exceed its maximum of "
-                  f"{m.max_position_embeddings:,}; rows beyond it are what such a context would need", file=sys.stderr)
+    for mid in dict.fromkeys(args.models):  # as estimate warns: the model refuses such contexts
+        if (too_long := load_model(mid).context_warning(longest)) is not None:
+            print(f"warning: {too_long}; rows beyond it are what such a context would need", file=sys.stderr)
     df = _with_verdict(df)
     if out is None:
         print(_blank_missing(df).to_string(index=False, max_rows=60))

@@ -438,10 +438,8 @@ def _warn_past_maximum(model: str, context: int) -> None:
     """The warning `planner estimate` gives: the model refuses a context longer than its maximum."""
     from .architecture import load_model
 
-    m = load_model(model)
-    if context > m.max_position_embeddings:
-        print(f"warning: context {context:,} exceeds {m.name}'s maximum of {m.max_position_embeddings:,} tokens",
-              file=sys.stderr)
+    if (too_long := load_model(model).context_warning(context)) is not None:
+        print(f"warning: {too_long}", file=sys.stderr)
 
 
 def _cmd_batching(args) -> int:

@@ -299,13 +299,9 @@ def cmd_simulate_parallel(args) -> int:
 # ---------------------------------------------------------------- speculative
 
 
-def _x(v, fmt: str) -> str:
-    from .cli_serving import _x as x
-    return x(v, fmt)
-
-
 def cmd_speculative_method(args) -> int:
     """`planner speculative --method mtp|eagle|ngram`."""
+    from .cli_serving import _x
     from .report import table
     from .serving.speculative import speculative_method
 

@@ -391,8 +391,8 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     if (unpublished := spec.unpublished_warning(u)) is not None:  # figures the vendor does not print
         warnings.append(unpublished)
     context = prompt + output
-    if context > m.max_position_embeddings:
-        warnings.append(f"context {context} exceeds {m.name}'s maximum of {m.max_position_embeddings} tokens")
+    if (too_long := m.context_warning(context)) is not None:
+        warnings.append(too_long)
     check_engine(engine, spec, kvd)
 
     link, kv_ways = None, 1

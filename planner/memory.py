@@ -29,6 +29,7 @@ from .lazy import np
 from .ops import kv_bytes_per_token_per_layer, state_bytes_per_sequence, weight_bytes
 from .quantization import WeightFormat, activation_bytes
 from .replay import Replayed, as_float, as_int
+from .scheduler_defaults import scheduler_defaults
 
 ENGINES = ("none", "vllm", "trtllm", "sglang", "llamacpp")
 VLLM_VERSIONS = ("v0.2", "v0", "v1")
@@ -36,8 +37,6 @@ VLLM_VERSIONS = ("v0.2", "v0", "v1")
 # Engine defaults, from each engine's documentation / source
 VLLM_GPU_MEMORY_UTILIZATION = 0.9      # vLLM EngineArgs.gpu_memory_utilization default
 VLLM_BLOCK_SIZE = 16                   # vLLM default KV block size (tokens)
-VLLM_MAX_NUM_SEQS = 256                # vLLM SchedulerConfig.max_num_seqs default
-VLLM_V1_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM V1 token budget per step (chunked prefill always on; LLM class default)
 VLLM_V0_MIN_BATCHED_TOKENS = 2048      # V0 without chunked prefill: max_num_batched_tokens = max(max_model_len, 2048)
 VLLM_SAMPLER_FP32_COPIES = 3           # V0 Sampler: logits.float(), softmax probs, log_softmax logprobs [seqs, V] fp32
 # V1 (gpu_model_runner._dummy_sampler_run): the profile's sampler peak is one fp32 [seqs, V] tensor beyond the pass:
@@ -47,7 +46,6 @@ VLLM_V1_SAMPLER_FP32_COPIES = 1
 TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9  # TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction default
 TRTLLM_MAX_NUM_TOKENS = 8192           # TensorRT-LLM max_num_tokens default (chunked context)
 SGLANG_MEM_FRACTION_STATIC = 0.88      # SGLang server_args mem_fraction_static typical default (80 GB class GPUs)
-SGLANG_CHUNKED_PREFILL_SIZE = 8192     # SGLang server_args chunked_prefill_size default (large GPUs)
 LLAMACPP_N_UBATCH = 512                # llama.cpp n_ubatch default: the compute buffer holds one ubatch
 # llama.cpp keeps a sliding-window (iSWA) cache only for the architectures it implements with one (llama-model.cpp
 # sets hparams.swa_type for Gemma 2/3, Cohere2, gpt-oss, Llama 4); Mistral 7B v0.1 runs as plain llama: full cache.
@@ -277,20 +275,17 @@ DEFAULT_SETTINGS = EngineSettings()
 def settings_for_device(engine: str, s: EngineSettings, spec) -> EngineSettings:
     """`s` with the scheduler limits it leaves unset (None) taken from the engine's own defaults on this device
     (planner/scheduler_defaults.py: vLLM V1's max_num_batched_tokens and max_num_seqs by device memory,
-    SGLang's chunked_prefill_size), so that memory and the simulated scheduler read one rule; VLLM_MAX_NUM_SEQS for
-    vLLM V0 and every other engine."""
+    SGLang's chunked_prefill_size), so that memory and the simulated scheduler read one rule. vLLM V0 and the other
+    engines take PLANNER_DEFAULTS.max_num_seqs (V0's 256) and keep an unset budget (a whole prompt per pass, or
+    TensorRT-LLM's / llama.cpp's own chunk in engine_chunk_tokens)."""
     if s.max_num_batched_tokens is not None and s.max_num_seqs is not None:
         return s
-    from .scheduler_defaults import scheduler_defaults
-
-    d = scheduler_defaults(engine if engine in ("vllm", "sglang") and (engine != "vllm" or s.vllm_version == "v1")
-                           else None, spec)
+    d = scheduler_defaults(None if engine == "vllm" and s.vllm_version != "v1" else engine, spec)
     tokens = s.max_num_batched_tokens
-    if tokens is None and d.chunked_prefill:  # an engine rule sets the budget; else each engine's own fallback
+    if tokens is None and d.chunked_prefill:  # the engine chunks: its budget is the pass (vLLM V1, SGLang)
         tokens = d.max_num_batched_tokens
-    seqs = s.max_num_seqs if s.max_num_seqs is not None else (
-        d.max_num_seqs if engine == "vllm" and s.vllm_version == "v1" else VLLM_MAX_NUM_SEQS)
-    return replace(s, max_num_batched_tokens=tokens, max_num_seqs=seqs)
+    return replace(s, max_num_batched_tokens=tokens, max_num_seqs=d.max_num_seqs if s.max_num_seqs is None
+                   else s.max_num_seqs)
 
 
 @dataclass(frozen=True)
@@ -330,9 +325,9 @@ def engine_chunk_tokens(engine: str, s: EngineSettings) -> int | None:
     """Largest prefill pass of the engine: its chunk, or None for a whole prompt in one pass."""
     if engine == "vllm":
         if s.vllm_version == "v1":
-            return s.max_num_batched_tokens or VLLM_V1_MAX_NUM_BATCHED_TOKENS
+            return s.max_num_batched_tokens  # settings_for_device filled vLLM V1's budget
         return s.max_num_batched_tokens  # V0 without chunked prefill: the whole prompt (<= max_num_batched_tokens)
-    return {"none": s.max_num_batched_tokens, "sglang": s.max_num_batched_tokens or SGLANG_CHUNKED_PREFILL_SIZE,
+    return {"none": s.max_num_batched_tokens, "sglang": s.max_num_batched_tokens,
             "trtllm": s.max_num_batched_tokens or TRTLLM_MAX_NUM_TOKENS,
             "llamacpp": s.max_num_batched_tokens or LLAMACPP_N_UBATCH}[engine]
 
@@ -348,7 +343,7 @@ def vllm_profile_bytes(m: ModelArch, fmt: WeightFormat, s: EngineSettings, tp: i
     """
     max_len = s.max_model_len or m.max_position_embeddings
     if s.vllm_version == "v1":
-        tokens = s.max_num_batched_tokens or VLLM_V1_MAX_NUM_BATCHED_TOKENS
+        tokens = s.max_num_batched_tokens  # settings_for_device filled it
     else:
         tokens = s.max_num_batched_tokens or max(max_len, VLLM_V0_MIN_BATCHED_TOKENS)
     seqs = min(s.max_num_seqs, tokens)
@@ -414,7 +409,7 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
         pool = max(0.0, budget - W - prof - ovh)
         if capped:  # layer-blocks of the hybrid allocator, this stage's share of a sequence's
             block = layer_block
-            chunk = (s.max_num_batched_tokens or VLLM_V1_MAX_NUM_BATCHED_TOKENS) if s.vllm_version == "v1" else 0
+            chunk = s.max_num_batched_tokens if s.vllm_version == "v1" else 0
             per_seq_blocks = float(_vllm_blocks_per_seq(m, ctx, s.block_size, capped, chunk)) / pp
         else:  # whole-model blocks (what vLLM prints as '# GPU blocks'), this stage's layers
             block = layer_block * m.num_attention_layers / pp
@@ -607,7 +602,7 @@ def max_context(m, fmt, kv_dtype, batch, output, spec, engine="none", settings=D
         if not window_capped(engine, m, s.vllm_version):
             ctx = per * bs
         else:  # layer-blocks: (G + L) ceil(c/bs) up to the window W', G ceil(c/bs) + L ceil(W'/bs) above it
-            w = m.local_window - 1 + (s.max_num_batched_tokens or VLLM_V1_MAX_NUM_BATCHED_TOKENS)  # V1 only
+            w = m.local_window - 1 + s.max_num_batched_tokens  # V1 only
             G, L, Wb = m.num_global_layers, m.num_local_layers, math.ceil(w / bs)
             ctx = (per // (G + L)) * bs
             if ctx >= w:

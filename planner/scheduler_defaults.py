@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-GIB = 1 << 30
-MIB = 1 << 20
+from .units import GB, GIB, MIB
+
 VLLM_LARGE_DEVICE_BYTES = 70 * GIB   # get_batch_defaults: device_memory >= 70 * GiB_bytes
 SGLANG_TIERS_MIB = ((35 * 1024, 2048), (160 * 1024, 8192))  # gpu_mem < bound -> chunked_prefill_size
 SGLANG_LARGEST_CHUNK = 16384
@@ -42,12 +42,14 @@ class SchedulerDefaults:
     source: str
 
 
+# vLLM V0's SchedulerConfig.max_num_seqs (256) and an 8,192-token step without chunking; also what planner/memory.py
+# sizes vLLM V0's profiling run with
 PLANNER_DEFAULTS = SchedulerDefaults(256, 8192, False, "planner defaults")
 
 
 def device_memory_bytes(spec) -> float:
     """Total memory of one device as its runtime reports it (memory.visible_gb, else the marketed capacity)."""
-    return float(spec.memory.visible_or_marketed_gb) * 1e9
+    return float(spec.memory.visible_or_marketed_gb) * GB
 
 
 def vllm_defaults(spec) -> SchedulerDefaults:

@@ -354,8 +354,9 @@ def quant_comparison(m: ModelArch, spec: HardwareSpec, kv: str, batch: int, prom
 def cluster_labels(points, x: str = "intensity", y: str = "achieved_tflops", text: str = "op",
                    tol_decades: float = 0.15):
     """One label per cluster of chart points that would print on top of each other: points whose log10 x and
-    log10 y are both within tol_decades (0.15: ~40%, a 10-px label on a 400-px chart of five decades) of a cluster's first point join it, and the cluster's label
-    lists their names ("qkv_proj / o_proj / mlp"), at that first point. Non-positive coordinates are left out."""
+    log10 y are both within tol_decades (0.15: ~40%, a 10-px label on a 400-px chart of five decades) of a
+    cluster's first point join it, and the cluster's label lists their names ("qkv_proj / o_proj / mlp"), at that
+    first point. Non-positive coordinates are left out."""
     import pandas as pd
 
     ok = points[(points[x] > 0) & (points[y] > 0)]

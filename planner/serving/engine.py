@@ -77,19 +77,20 @@ class ServingConfig(BaseModel):
             return data
         from ..errors import PlannerError
         from ..hardware import load_hardware
-        from ..scheduler_defaults import PLANNER_DEFAULTS, resolve_scheduler, scheduler_engine
+        from ..scheduler_defaults import resolve_scheduler, scheduler_engine
 
         try:
             spec = load_hardware(data.get("hardware"))
+            engine = scheduler_engine(data.get("engine", "none"), data.get("runtime"))
         except (PlannerError, TypeError):  # the unknown device is reported where the config is used
-            d = PLANNER_DEFAULTS
-        else:
-            d = resolve_scheduler(scheduler_engine(data.get("engine", "none"), data.get("runtime")), spec,
-                                  data.get("max_num_seqs"), data.get("max_num_batched_tokens"),
-                                  data.get("chunked_prefill"))
-        given = {k: data[k] for k in _SCHEDULER_FIELDS if data.get(k) is not None}  # validated by the fields
+            spec, engine = None, None      # (the planner's defaults need no device)
+        given = {k: data[k] for k in _SCHEDULER_FIELDS if data.get(k) is not None}
+        d = resolve_scheduler(engine, spec, *(given.get(k) if isinstance(given.get(k), (int, bool)) else None
+                                              for k in _SCHEDULER_FIELDS))
+        # the user's own values (as given: the fields validate them) over the engine's defaults
         return {**data, "max_num_seqs": d.max_num_seqs, "max_num_batched_tokens": d.max_num_batched_tokens,
-                "chunked_prefill": d.chunked_prefill, **given, "scheduler_source": data.get("scheduler_source") or d.source}
+                "chunked_prefill": d.chunked_prefill, **given,
+                "scheduler_source": data.get("scheduler_source") or d.source}
 
     @model_validator(mode="after")
     def _budget_holds_the_batch(self):

@@ -152,12 +152,7 @@ def candidate_devices(sc: Scenario, hardware: list[str] | None):
 
     if hardware:  # ids, paths or HardwareSpec objects (an upload is used as given, never looked up by name)
         specs = [h if not isinstance(h, str) else load_hardware(h) for h in hardware]
-        seen, out = set(), []
-        for s in specs:  # a device named twice is one candidate (one row, one rank)
-            if s.id not in seen:
-                seen.add(s.id)
-                out.append(s)
-        return out, []
+        return list({s.id: s for s in specs}.values()), []  # a device named twice is one candidate
     specs, skipped = [], []
     for hid in list_hardware_ids():
         try:
@@ -264,8 +259,9 @@ class _Planner:
     def _sched(self, spec) -> tuple[int, bool]:
         """(tokens per step, chunked prefill) the engine runs on this device: the engine's own defaults where
         --engine names vLLM or SGLang (planner/scheduler_defaults.py, as `planner simulate`), else the scenario's."""
-        if self.engine_rule in ("vllm", "sglang"):
-            from ..scheduler_defaults import scheduler_defaults
+        from ..scheduler_defaults import SCHEDULER_ENGINES, scheduler_defaults
+
+        if self.engine_rule in SCHEDULER_ENGINES:
             d = scheduler_defaults(self.engine_rule, spec)
             return d.max_num_batched_tokens, d.chunked_prefill
         return self.budget, self.sc.chunked_prefill

@@ -50,7 +50,7 @@ def test_sglang_chunked_prefill_size_by_device_memory(hw, chunk):
 def test_other_engines_and_given_flags():
     spec = load_hardware("h100-sxm")
     for engine in (None, "none", "trtllm", "llamacpp"):
-        assert scheduler_defaults(engine, spec) == PLANNER_DEFAULTS == scheduler_defaults(engine, spec)
+        assert scheduler_defaults(engine, spec) == PLANNER_DEFAULTS
     assert (PLANNER_DEFAULTS.max_num_seqs, PLANNER_DEFAULTS.max_num_batched_tokens) == (256, 8192)
     r = resolve_scheduler("vllm", spec, max_num_seqs=64, chunked_prefill=False)
     assert (r.max_num_seqs, r.max_num_batched_tokens, r.chunked_prefill) == (64, 8192, False)
