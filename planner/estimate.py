@@ -274,6 +274,7 @@ class EfficiencyReport(_Out):
     format_compute_fraction: dict[str, float] = {}
     kv_dequant_overhead: dict[str, float] = {}
     fp16_accumulate: bool = False
+    sync_mma: bool = False  # the runtime's kernels are mma.sync ones (Efficiency.sync_mma): Hopper's mma_sync_share
     matmul_tflops_per_watt: float = 0.0
     regime_curves: bool = True  # the kernel-fitted GEMM regime curve (planner.regimes) where it applies
     kv_cache_copy: bool = False  # the runtime copies its KV cache every decode step (Efficiency.kv_cache_copy)

@@ -124,6 +124,12 @@ class ComputeUnit(_Frozen):
         "streaming multiprocessors (NVIDIA) or compute units (AMD): the CTAs one wave of a kernel runs; GEMM and "
         "decode-attention regime efficiencies (planner.regimes) apply to units that list it"))
     sm_count_source: str | None = None
+    mma_sync_share: Fraction | None = Field(None, description=(
+        "share of the listed tensor peaks (matmul and attention classes) that kernels built on the warp-level "
+        "mma.sync instruction reach, where the listed peak needs a newer instruction: Hopper lists the wgmma rate, "
+        "4096 dense fp16 FLOP per clock per SM, twice the 2048 of the A100's SM, which is what mma.sync issues; "
+        "applies to runtimes whose GEMMs are such kernels (Efficiency.sync_mma); None = the listed peak"))
+    mma_sync_source: str | None = None
     source: str = Field(min_length=3)
     derived: str | None = None
 
@@ -131,6 +137,8 @@ class ComputeUnit(_Frozen):
     def _sm_count_has_source(self):
         if self.sm_count is not None and not self.sm_count_source:
             raise ValueError("sm_count needs sm_count_source")
+        if self.mma_sync_share is not None and not self.mma_sync_source:
+            raise ValueError("mma_sync_share needs mma_sync_source")
         return self
 
 
@@ -243,6 +251,11 @@ class Efficiency(_Frozen):
         "writes them in fp16 before converting and converts them back to fp16 for the values GEMM: 24 bytes per "
         "score against 8, 3.0; on Metal the F32 scores feed the values kernel directly: 16 bytes, 2.0. Only "
         "matters without flash attention"))
+    sync_mma: bool = Field(False, description=(
+        "the runtime's tensor-core kernels are warp-level mma.sync kernels with no wgmma path (llama.cpp's CUDA "
+        "backend: its MMQ and flash-attention kernels; its 16-bit cuBLAS path measures the same, reports/accuracy.md): "
+        "on a unit that lists mma_sync_share (Hopper) they reach that share of the listed matmul and attention "
+        "peaks"))
     sm_bandwidth_gbs: SmBandwidthGBs = Field(0.0, description=(
         "memory bandwidth one SM (CU) sustains in the runtime's memory-bound kernels, GB/s: the effective bandwidth "
         "is min(bandwidth x bandwidth_fraction, sm_count x this) (planner/roofline.py effective_bandwidth_bytes_s). "

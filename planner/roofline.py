@@ -192,6 +192,9 @@ def _device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff:
     peaks = {c: unit.peak_tflops[d] for c, d in dtypes.items()}
     if getattr(eff, "fp16_accumulate", False):
         peaks[MATMUL] = fp16_accumulate_peak(unit, dtypes[MATMUL])
+    share = sync_mma_share(unit, eff)
+    for cls in (MATMUL, ATTENTION):  # the tensor-core classes
+        peaks[cls] = peaks[cls] * share
     tpw = getattr(eff, "matmul_tflops_per_watt", 0.0)
     cap = spec.power.tdp_w * tpw * TERA if (tpw > 0 and spec.power is not None) else float("inf")
     half = (getattr(eff, "format_half_rows", None) or {}).get(fmt.name, eff.compute_half_rows)
@@ -199,7 +202,7 @@ def _device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff:
                            else (None, 0.0))
     launch = regime.extra_launch_s(dtypes[MATMUL]) if regime is not None else 0.0
     return DeviceModel(spec.id, unit.name, dtypes, peaks, bw, eff, fmt.bytes_per_weight, dq, cap, half,
-                       tuple(unit.peak_tflops), regime, kernel_peak, launch, unit.sm_count or 0,
+                       tuple(unit.peak_tflops), regime, kernel_peak * share, launch, unit.sm_count or 0,
                        (getattr(eff, "format_compute_fraction", None) or {}).get(fmt.name, 0.0))
 
 
@@ -211,6 +214,15 @@ def unit_gemm_regime(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, d
     if regime is None:
         return None, 0.0
     return regime, unit.peak_tflops[dtype] * TERA * regime.kernel_compute_fraction[dtype]
+
+
+def sync_mma_share(unit: ComputeUnit, eff: Efficiency) -> float:
+    """Share of the unit's listed tensor peaks a runtime's kernels reach through their MMA instruction: the unit's
+    mma_sync_share (Hopper: 0.5, the wgmma rate is listed) where the runtime's kernels are warp-level mma.sync ones
+    (Efficiency.sync_mma), else 1."""
+    if getattr(eff, "sync_mma", False) and unit.mma_sync_share is not None:
+        return unit.mma_sync_share
+    return 1.0
 
 
 def fp16_accumulate_peak(unit: ComputeUnit, dtype: str) -> float:

@@ -14,6 +14,8 @@ parameters the roofline uses (planner/roofline.py):
                         rows hold two such formats (vLLM on ROCm: fp8 and bf16 GEMMs run different kernels)
   sm_bandwidth_gbs      bandwidth one SM sustains in the engine's memory-bound kernels (Little's law): effective
                         bandwidth = min(bandwidth x bandwidth_fraction, SMs x this); 0 = no cap (llama.cpp CUDA ~9)
+  sync_mma              not fitted: the engine's tensor-core kernels are warp-level mma.sync ones (llama.cpp), so
+                        on Hopper they reach the unit's mma_sync_share (0.5) of the listed matmul/attention peaks
 
 and the prediction interval per regime (decode at batch 1 / prefill / batched decode and throughput): the p10 and
 p90 of measured / predicted speed over leave-one-source-out residuals, so that an estimate can say "p10-p90: a-b

@@ -57,6 +57,11 @@ ENGINES = {
     "lmdeploy": ("LMDeploy TurboMind", "InternLM LMDeploy TurboMind engine (C++/CUDA, persistent batching)",
                  "serving", False),
 }
+# engines whose CUDA tensor-core kernels are warp-level mma.sync ones with no wgmma path (Efficiency.sync_mma): on
+# Hopper they reach the unit's mma_sync_share of the listed peak. llama.cpp: its MMQ and flash-attention kernels
+# (ggml-org/llama.cpp#24777 adds an opt-in sm_90a wgmma path that falls through to stock MMQ); its H100 rows run at
+# the A100 per-SM rate on its 16-bit path too (hardware_specs/h100-pcie.yaml mma_sync_source)
+SYNC_MMA_ENGINES = frozenset({"llamacpp"})
 RUNTIME_UNIT_KIND = "gpu"  # every engine here runs on the GPU (llama.cpp on a Mac: Metal, not the Neural Engine)
 BASELINE_DIR = Path(__file__).resolve().parents[2] / "reports" / "baseline_profiles"
 
@@ -80,6 +85,7 @@ def _add_units(df):
     df["unit"], df["hw_class"] = units, classes
     df["family"] = [ENGINES[r][2] for r in df["runtime"]]
     df["fp16_acc"] = [ENGINES[r][3] for r in df["runtime"]]
+    df["sync_mma"] = [r in SYNC_MMA_ENGINES for r in df["runtime"]]
     df["moe"] = ["mixtral" in m or "deepseek" in m or "moe" in m or "a3b" in m or "gpt-oss" in m
                  for m in df["model"]]
     return df
@@ -91,7 +97,8 @@ def _add_units(df):
 COMPUTE_KEYS = ("compute_fraction", "compute_half_rows")
 
 
-def _fit(df, d: Design, mask: np.ndarray, fp16_acc: bool, cls: str | None = None, level: str = "engine") -> dict:
+def _fit(df, d: Design, mask: np.ndarray, fp16_acc: bool, cls: str | None = None, level: str = "engine",
+         sync_mma: bool = False) -> dict:
     """Parameters fitted on the masked rows (each row keeps its engine's fp16-accumulate setting); the result
     carries fp16_acc, the setting of the engine it is for. With cls set and fewer than MIN_FIT_ROWS of the rows from
     that class, the compute parameters are reset to the prior (COMPUTE_KEYS): a handful of rows cannot outweigh
@@ -105,8 +112,10 @@ def _fit(df, d: Design, mask: np.ndarray, fp16_acc: bool, cls: str | None = None
     own = level == "engine"  # the SM cap and per-format fractions belong to one engine's build on one class
     row_fmts = df.loc[mask, "weights"].to_numpy()
     params, _ = fit_design(sub, formats, df.loc[mask, "fp16_acc"].to_numpy(dtype=np.float64), sm_cap=own,
-                           frac_formats=own_fraction_formats(row_fmts) if own else ())
+                           frac_formats=own_fraction_formats(row_fmts) if own else (),
+                           sync_mma=df.loc[mask, "sync_mma"].to_numpy(dtype=np.float64))
     params["fp16_accumulate"] = bool(fp16_acc)
+    params["sync_mma"] = bool(sync_mma)
     if cls is not None and (df.loc[mask, "hw_class"] == cls).sum() < MIN_FIT_ROWS:
         params.update({k: PRIOR[k] for k in COMPUTE_KEYS}, format_compute_fraction={})
     return params
@@ -119,6 +128,7 @@ def _eff_dict(eff) -> dict:
     v["format_compute_fraction"] = dict(eff.format_compute_fraction or {})
     v["dequant_overhead"] = dict(eff.dequant_overhead or {})
     v["fp16_accumulate"] = bool(eff.fp16_accumulate)
+    v["sync_mma"] = bool(eff.sync_mma)
     return v
 
 
@@ -160,7 +170,7 @@ def loso_predict(df, d: Design, sources=None):
             rows[g.index] = True
             for lvl, m in _chain(df, fit_ok & ~in_s, rt, cls):
                 if m.sum() >= MIN_FIT_ROWS:
-                    params = _fit(df, d, m, ENGINES[rt][3], cls, lvl)
+                    params = _fit(df, d, m, ENGINES[rt][3], cls, lvl, rt in SYNC_MMA_ENGINES)
                     t[rows] = predict_with(d.subset(rows), params)
                     level[rows] = lvl
                     used[(src, rt, cls)] = (lvl, params)
@@ -223,7 +233,7 @@ def loso_intervals(df, log_ratio: np.ndarray, level: np.ndarray):
 # ---------------------------------------------------------------- production profiles (data with provenance)
 
 EFF_KEYS = ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kernel_overhead_us", "step_overhead_ms",
-            "matmul_tflops_per_watt", "fp16_accumulate", "dequant_overhead", "sm_bandwidth_gbs",
+            "matmul_tflops_per_watt", "fp16_accumulate", "sync_mma", "dequant_overhead", "sm_bandwidth_gbs",
             "format_compute_fraction")
 
 # HF transformers eager has no published row in the data; its parameters are physical estimates (documented):
@@ -237,7 +247,8 @@ EFF_KEYS = ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kern
 # every decode step, which is what makes eager decode slow at large batch x context (kv_cache_copy).
 HF_EAGER = {"bandwidth_fraction": 0.75, "compute_fraction": 0.6, "compute_half_rows": 16.0,
             "kernel_overhead_us": 160.0, "step_overhead_ms": 2.0, "matmul_tflops_per_watt": 0.0,
-            "fp16_accumulate": False, "dequant_overhead": {}, "kv_cache_copy": True, "sm_bandwidth_gbs": 0.0,
+            "fp16_accumulate": False, "sync_mma": False, "dequant_overhead": {}, "kv_cache_copy": True,
+            "sm_bandwidth_gbs": 0.0,
             "format_compute_fraction": {},
             "kv_read_per_query_head": "hf-eager" in REPEAT_KV_ENGINES,  # transformers' repeat_kv (decode_kernels.py)
             "score_bytes_factor": score_bytes_factor("hf-eager", None)}  # eager attention's fp32 softmax (the same)
@@ -267,7 +278,7 @@ def production_fits(df, d: Design) -> dict:
                 continue
             for lvl, m in _chain(df, fit_ok, rt, cls):
                 if m.sum() >= MIN_FIT_ROWS:
-                    out[(rt, cls)] = (lvl, _fit(df, d, m, ENGINES[rt][3], cls, lvl), m)
+                    out[(rt, cls)] = (lvl, _fit(df, d, m, ENGINES[rt][3], cls, lvl, rt in SYNC_MMA_ENGINES), m)
                     break
     return out
 

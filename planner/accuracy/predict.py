@@ -11,6 +11,7 @@ P_class and bandwidth BW:
   weight GEMMs:  P x cf_o = min(P' x e.compute_fraction, tdp_w x e.matmul_tflops_per_watt)
                                 x R_o / (R_o + e.compute_half_rows) / (1 + e.dequant_overhead[fmt])
                  (P' = the fp16-accumulate peak when e.fp16_accumulate, roofline.fp16_accumulate_peak)
+  matmul and attention ops: P (P') x the unit's mma_sync_share when e.sync_mma (roofline.sync_mma_share)
   other ops:     P x cf_o = P x e.compute_fraction
   cf of matmul ops = e.format_compute_fraction[fmt] where the profile lists the row's format
 
@@ -31,7 +32,7 @@ import numpy as np
 
 from ..architecture import load_model
 from ..hardware import DATASHEET_EFFICIENCY, load_hardware
-from ..ops import MATMUL, step_ops
+from ..ops import ATTENTION, MATMUL, step_ops
 from ..quantization import weight_format
 from ..regimes import (GROUPED_GEMM_OPS, grouped_compute_ratio, kv_read_factor, regime_constants,
                        weight_gemm_time_s)
@@ -206,6 +207,7 @@ class Design:
     launch_s: np.ndarray     # fixed time per launch of a regime op beyond a 16-bit GEMM (roofline.DeviceModel.gemm_launch_s)
     sm: np.ndarray           # SM (CU) count of the row's unit, 0 where the spec lists none
     matmul: np.ndarray       # bool: an op of class matmul (format_compute_fraction applies)
+    sync_share: np.ndarray   # the unit's mma_sync_share for tensor-core ops (matmul, attention), 1 elsewhere
 
     def subset(self, mask_rows: np.ndarray) -> "Design":
         """The design restricted to rows where mask_rows is True (rows renumbered 0..k-1)."""
@@ -219,7 +221,7 @@ class Design:
                       self.row_ops[idx], self.row_steps[idx], self.measured_time_s[idx], self.work[idx],
                       self.comm_s[idx], self.regime[keep], self.grouped[keep],
                       self.kernel_peak[keep], self.kv_copy_bytes[keep], self.launch_s[keep], self.sm[keep],
-                      self.matmul[keep])
+                      self.matmul[keep], self.sync_share[keep])
 
 
 def build_design(df) -> Design:
@@ -242,7 +244,7 @@ def build_design(df) -> Design:
     # device inputs per row (datasheet peaks; efficiency enters only at evaluation)
     dev_peak, dev_acc, dev_bw, dev_tdp, dev_dtypes = {}, np.zeros(n), np.zeros(n), np.zeros(n), {}
     dev_sm, dev_kpeak, dev_launch = np.zeros(n, dtype=bool), np.zeros(n), np.zeros(n)
-    dev_smc, dev_score = np.zeros(n), np.ones(n)
+    dev_smc, dev_score, dev_sync = np.zeros(n), np.ones(n), np.ones(n)
     for i, r in enumerate(recs):
         spec = load_hardware(r["hardware"])
         dev_score[i] = score_bytes_factor(r.get("runtime"), spec.vendor)
@@ -252,6 +254,7 @@ def build_design(df) -> Design:
         regime, dev_kpeak[i] = unit_gemm_regime(spec, unit, fmt, dev.dtypes[MATMUL])
         dev_sm[i] = regime is not None
         dev_smc[i] = float(unit.sm_count or 0)
+        dev_sync[i] = unit.mma_sync_share if unit.mma_sync_share is not None else 1.0
         dev_launch[i] = regime.extra_launch_s(dev.dtypes[MATMUL]) if regime is not None else 0.0
         dev_peak[i] = {c: p * TERA for c, p in dev.peak_tflops.items()}
         dev_dtypes[i] = dev.unit_dtypes
@@ -260,7 +263,7 @@ def build_design(df) -> Design:
         dev_tdp[i] = spec.power.tdp_w if spec.power else 0.0
     parts = {k: [] for k in ("row", "weight", "flops", "bytes", "rows_gemm", "gemm", "peak", "peak_acc16", "bw", "tdp_w",
                                      "fmt", "regime", "grouped", "kernel_peak", "kv_copy_bytes", "launch_s", "sm",
-                                     "matmul")}
+                                     "matmul", "sync_share")}
     row_ops = np.zeros(n)
     comm = np.zeros(n)
     for (model, weights, kv, flash, stage, tp, hw, per_head), items in steps_by_group.items():
@@ -307,13 +310,14 @@ def build_design(df) -> Design:
             parts["launch_s"].append(dev_launch[ri] if is_gemm else np.zeros(size))
             parts["sm"].append(dev_smc[ri])
             parts["matmul"].append(np.full(size, op.compute == MATMUL))
+            parts["sync_share"].append(dev_sync[ri] if op.compute in (MATMUL, ATTENTION) else np.ones(size))
             np.add.at(row_ops, ri, w * op.count)
     cat = {k: np.concatenate(v) for k, v in parts.items()}
     return Design(n, cat["row"], cat["weight"], cat["flops"], cat["bytes"], cat["rows_gemm"], cat["gemm"].astype(bool),
                   cat["peak"], cat["peak_acc16"], cat["bw"], cat["tdp_w"], cat["fmt"], row_ops, row_steps, meas, work, comm,
                   cat["regime"].astype(bool), cat["grouped"].astype(bool),
                   cat["kernel_peak"], cat["kv_copy_bytes"], cat["launch_s"], cat["sm"],
-                  cat["matmul"].astype(bool))
+                  cat["matmul"].astype(bool), cat["sync_share"])
 
 
 
@@ -332,6 +336,9 @@ def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
     half = np.where(on, 0.0, params["compute_half_rows"][r])  # the regime curve replaces R / (R + half)
     scale = np.where(d.gemm, d.rows_gemm / np.maximum(d.rows_gemm + half, 1e-30) / params["dequant_factor"], 1.0)
     peak = np.where(params["fp16_accumulate"][r] > 0, d.peak_acc16, d.peak) * cf
+    sync = params.get("sync_mma")  # Efficiency.sync_mma: mma.sync kernels reach the unit's mma_sync_share
+    share = np.where(sync[r] > 0, d.sync_share, 1.0) if sync is not None and np.any(sync > 0) else 1.0
+    peak = peak * share
     cap = d.tdp_w * params["matmul_tflops_per_watt"][r] * 1e12
     peak = np.where(d.gemm & (cap > 0), np.minimum(peak, np.where(cap > 0, cap, np.inf)), peak)
     # expert GEMMs compute at regimes.grouped_compute_ratio() x the dense rate (both the engine's and the tiles')
@@ -349,10 +356,12 @@ def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
     op_t = np.maximum(comp, mem)
     if np.any(on):  # regimes.weight_gemm_time_s: tile padding and the ridge roll-off
         g = regime_constants().gemm
+        kshare = np.broadcast_to(share, d.flops.shape)
         for grouped in (False, True):
             sel = on & (d.grouped == grouped)
             op_t[sel] = weight_gemm_time_s(comp[sel], mem[sel], d.rows_gemm[sel], g,
-                                           d.flops[sel] / (d.kernel_peak[sel] * grouped_rate[sel]), grouped)[0]
+                                           d.flops[sel] / (d.kernel_peak[sel] * kshare[sel] * grouped_rate[sel]),
+                                           grouped)[0]
         op_t = op_t + np.where(on, d.launch_s, 0.0)  # fp8 GEMMs: the measured fixed cost (GemmRegime.extra_launch_s)
     t = np.bincount(r, weights=d.weight * op_t, minlength=d.n_rows)
     return (t + d.row_ops * params["kernel_overhead_us"] * 1e-6 + d.row_steps * params["step_overhead_ms"] * 1e-3
@@ -364,7 +373,7 @@ def params_for_rows(d: Design, effs: list) -> dict[str, np.ndarray]:
     out = {k: np.array([getattr(e, k) for e in effs], dtype=np.float64)
            for k in ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kernel_overhead_us",
                      "step_overhead_ms", "fp16_accumulate", "matmul_tflops_per_watt", "regime_curves",
-                     "kv_cache_copy", "sm_bandwidth_gbs")}
+                     "kv_cache_copy", "sm_bandwidth_gbs", "sync_mma")}
     dq_row = [e.dequant_overhead or {} for e in effs]
     out["dequant_factor"] = np.array([1.0 + dq_row[i].get(f, 0.0) for i, f in zip(d.row, d.fmt)])
     fcf_row = [e.format_compute_fraction or {} for e in effs]

@@ -168,11 +168,15 @@ def load_trace(path: str | Path) -> Requests:
     rows = []
     for i, ln in enumerate(lines[1:], start=2):
         parts = ln.split(",")
+        shown = ln.strip() if len(ln.strip()) <= 80 else ln.strip()[:77] + "..."
+        if len(parts) != 3:
+            raise PlannerError(f"--trace: {p} line {i}: expected 3 columns ({','.join(TRACE_COLUMNS)}), got "
+                               f"{len(parts)}: {shown!r}")
         try:
             a, pr, o = float(parts[0]), int(parts[1]), int(parts[2])
-        except (ValueError, IndexError):
-            raise PlannerError(f"--trace: {p} line {i}: expected number,int,int, got {ln.strip()!r}") from None
-        if len(parts) != 3 or not np.isfinite(a) or a < 0 or a > 1e9 or not 1 <= pr <= MAX_TOKENS or not 1 <= o <= MAX_TOKENS:
+        except ValueError:
+            raise PlannerError(f"--trace: {p} line {i}: expected number,int,int, got {shown!r}") from None
+        if not np.isfinite(a) or a < 0 or a > 1e9 or not 1 <= pr <= MAX_TOKENS or not 1 <= o <= MAX_TOKENS:
             raise PlannerError(f"--trace: {p} line {i}: need arrival_s >= 0 (at most 1e9), prompt_tokens >= 1, "
                                f"output_tokens >= 1 (each at most {MAX_TOKENS:,})")
         rows.append((a, pr, o))

@@ -91,6 +91,9 @@ def test_flat_op_table_matches_the_planner_path(prepared):
     df, _, d = prepared
     profiles = committed_profiles(df)
     sample = df.groupby(["runtime", "hw_class", "metric", "weights", "kv_per_query_head", "flash_attention"]).head(1)
+    hopper_sync = df[(df["runtime"] == "llamacpp") & df["hardware"].str.startswith("h100")]  # mma_sync_share
+    assert len(hopper_sync) > 0
+    sample = pd.concat([sample, hopper_sync.groupby(["metric", "weights"]).head(1)])
     effs = [profiles[r["runtime"]].for_unit(load_hardware(r["hardware"]),
                                             load_hardware(r["hardware"]).unit(r["unit"])).efficiency
             for r in df.to_dict("records")]
@@ -219,6 +222,32 @@ def test_fp16_accumulate_peak_from_the_int8_rate():
     assert fp16_accumulate_peak(load_hardware("rtx-4090").unit("gpu"), "fp16") == pytest.approx(330.3)
     assert fp16_accumulate_peak(load_hardware("a100-80gb-sxm").unit("gpu"), "bf16") == pytest.approx(312)
     assert fp16_accumulate_peak(load_hardware("apple-m2-max").unit("gpu"), "fp16") == pytest.approx(13.6)
+
+
+def test_mma_sync_kernels_reach_half_the_hopper_peak():
+    """Hopper lists the wgmma rate, 4096 dense fp16 FLOP/clk/SM (H100 SXM: 132 SMs x 4096 x 1.83 GHz = 989.4
+    TFLOPS); an mma.sync runtime (llama.cpp) reaches the A100 SM's 2048, half: matmul 989.45 x 0.5 (fp16
+    accumulate: max(989.4, 1978.9 / 2)) and attention 989.4 x 0.5. A wgmma runtime (TensorRT-LLM) keeps the
+    listed peaks; an A100 (its listed peak is the mma.sync rate) and the cut-down H20 list no share."""
+    from planner.ops import ATTENTION, MATMUL
+
+    h100, fmt = load_hardware("h100-sxm"), weight_format("fp16")
+    unit = h100.unit("gpu")
+    sync = load_runtime("llamacpp").for_unit(h100, unit).efficiency
+    wg = load_runtime("trtllm").for_unit(h100, unit).efficiency
+    assert sync.sync_mma and not wg.sync_mma
+    d_sync, d_wg = device_model(h100, unit, fmt, sync), device_model(h100, unit, fmt, wg)
+    assert d_sync.peak_tflops[MATMUL] == pytest.approx(1978.9 / 2 * 0.5, rel=1e-12)
+    assert d_sync.peak_tflops[ATTENTION] == pytest.approx(989.4 * 0.5, rel=1e-12)
+    assert d_wg.peak_tflops[MATMUL] == pytest.approx(989.4, rel=1e-12)
+    if d_sync.gemm_regime is not None:  # the padded tiles run at the same share
+        assert d_sync.kernel_peak_flops == pytest.approx(d_wg.kernel_peak_flops * 0.5, rel=1e-12)
+    for hw in ("a100-80gb-sxm", "h20", "rtx-4090"):
+        spec = load_hardware(hw)
+        assert spec.unit("gpu").mma_sync_share is None
+        e = load_runtime("llamacpp").for_unit(spec, spec.unit("gpu")).efficiency
+        assert device_model(spec, spec.unit("gpu"), fmt, e).peak_tflops[MATMUL] == pytest.approx(
+            fp16_accumulate_peak(spec.unit("gpu"), "fp16"), rel=1e-12)
 
 
 def test_no_runtime_and_datasheet_are_unchanged():

@@ -56,6 +56,9 @@ def test_trace_rescaled_to_qps():
     ("arrival_s,prompt_tokens,output_tokens\n1,0,3\n", "prompt_tokens >= 1"),
     ("arrival_s,prompt_tokens,output_tokens\n2,5,3\n1,5,3\n", "non-decreasing"),
     ("arrival_s,prompt_tokens,output_tokens\nx,5,3\n", "expected number"),
+    ("arrival_s,prompt_tokens,output_tokens\n1,5,3,7\n", "expected 3 columns .* got 4"),
+    ("arrival_s,prompt_tokens,output_tokens\n1,5\n", "expected 3 columns .* got 2"),
+    ("arrival_s,prompt_tokens,output_tokens\n" + "9" * 5000 + ",5,x\n", r"got '9{77}\.\.\.'$"),
 ])
 def test_bad_trace_one_line(tmp_path, text, msg):
     p = tmp_path / "t.csv"
