@@ -195,6 +195,9 @@ class ModelArch(_Frozen):
     o_proj_bias: bool = False
     mlp_bias: bool = False
     qk_norm: bool = False
+    parallel_attention_mlp: bool = Field(False, description=(
+        "attention and MLP read the same normed input and both add into one residual (GPT-J; Falcon's parallel_attn "
+        "and new decoder): under tensor parallelism their partial sums share one all-reduce per layer, not two"))
     attn_output_gate: bool = Field(False, description="q projection also emits a sigmoid output gate (Qwen3-Next)")
     attention_sinks: bool = Field(False, description="one learned sink logit per head and layer (gpt-oss)")
     sliding_window: int | None = Field(None, gt=0)

@@ -315,7 +315,10 @@ class HardwareSpec(_Frozen):
         items = self.unpublished_for(unit)
         if not items:
             return None
-        listed = "; ".join(f"{i.field} ({i.reason})" for i in items)
+        by_reason: dict[str, list[str]] = {}
+        for i in items:  # figures with one reason are listed once, together
+            by_reason.setdefault(i.reason, []).append(i.field)
+        listed = "; ".join(f"{', '.join(fields)} ({reason})" for reason, fields in by_reason.items())
         return f"{self.id}: this estimate rests on figures its vendor does not publish: {listed}"
 
     def unit(self, name: str | None) -> ComputeUnit:

@@ -356,8 +356,12 @@ def _jamba(f, raw):
 
 
 def _plain(f, raw):
-    """GPT-J / Falcon: plain (non-gated) GELU MLP."""
-    return {"mlp_gated": False, "mlp_bias": raw.get("model_type") == "gptj"}
+    """GPT-J / Falcon: plain (non-gated) GELU MLP; attention and MLP in parallel (GPT-J always; Falcon where
+    parallel_attn, HF's default true, or new_decoder_architecture: transformers modeling_falcon adds mlp_output and
+    attention_output into one residual)."""
+    gptj = raw.get("model_type") == "gptj"
+    parallel = gptj or raw.get("new_decoder_architecture") is True or raw.get("parallel_attn", True) is not False
+    return {"mlp_gated": False, "mlp_bias": gptj, "parallel_attention_mlp": bool(parallel)}
 
 
 # model_type -> (builder, field aliases {config name: schema name}, defaults applied when a field is absent)

@@ -50,8 +50,10 @@ def estimate_text(e: Estimate) -> str:
         lines += [
             f"  TTFT (prefill)          {_ms(p.latency_ms):>10}   {_rate(p.tokens_per_s)} prompt tok/s, {p.bound} bound"
             + _range(p.latency_ms_low, p.latency_ms_high, _ms),
-            f"  TPOT (mean)             {_ms(d.latency_ms_per_token):>10}   first {_ms(d.latency_ms_first)}, "
-            f"last {_ms(d.latency_ms_last)}, {d.bound} bound"
+            f"  TPOT (mean)             {_ms(d.latency_ms_per_token):>10}   "
+            + (f"first {_ms(d.latency_ms_first)}, last {_ms(d.latency_ms_last)}, " if e.output > 1 else
+               "one decode step (none runs: the 1 output token comes from the prefill), ")
+            + f"{d.bound} bound"
             + _range(d.latency_ms_per_token_low, d.latency_ms_per_token_high, _ms),
             f"  decode tok/s            {_rate(d.tokens_per_s_per_sequence):>10} per sequence, "
             f"{_rate(d.tokens_per_s_total)} total"

@@ -695,15 +695,21 @@ def compare_frame(estimates: list[Estimate], specs: list[HardwareSpec], tp: int 
     return df, winners
 
 
+def node_size(spec: HardwareSpec) -> int:
+    """Devices of one node of this device (serving.parallelism.node_for): 1 for a SoC or a card without a link."""
+    from .serving.parallelism import node_for
+
+    return node_for(spec).gpus_per_node
+
+
 def smallest_setup(m: ModelArch, spec: HardwareSpec, weights: str, kv: str, batch: int, prompt: int, output: int,
                    efficiency: str = "auto", formats=("fp16", "fp8", "int8", "int4-g128")) -> dict | None:
     """The smallest setup that fits one node of this device: the fewest devices (tensor parallel 1, 2, 4, 8 up to the
     node's size, heads permitting) in the chosen format, else in the first of `formats` (highest precision first)
     that fits. None when nothing fits one node."""
-    from .serving.parallelism import check_tp, node_for
+    from .serving.parallelism import check_tp
 
-    gpus = node_for(spec).gpus_per_node
-    tps = [t for t in (1, 2, 4, 8) if t <= gpus]
+    tps = [t for t in (1, 2, 4, 8) if t <= node_size(spec)]
     for fmt in [weights] + [f for f in formats if f != weights]:
         for tp in tps:
             try:

@@ -270,6 +270,10 @@ def test_estimates_on_unpublished_figures_carry_a_warning():
     warned = [w for w in e.warnings if "does not publish" in w]
     assert len(warned) == 1 and "units.gpu.peak_tflops.fp16" in warned[0]
     assert not [w for w in estimate("llama-3.1-8b", "h100-sxm", "bf16").warnings if "does not publish" in w]
+    # figures with one reason are named together, the reason once (DGX Spark: only GB10's FP4 rate is published)
+    spark = [w for w in estimate("llama-3.1-8b", "dgx-spark", "bf16").warnings if "does not publish" in w]
+    assert len(spark) == 1 and spark[0].count("NVIDIA publishes only GB10's FP4 rate") == 1
+    assert "units.gpu.peak_tflops.fp16, units.gpu.peak_tflops.bf16" in spark[0]
 
 
 def test_unpublished_figures_of_other_units_are_not_warned(catalog):

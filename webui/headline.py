@@ -77,9 +77,12 @@ def _suggest(ctx: Context, ref: tuple, spec, e) -> None:
     inp = ctx.inputs
     s = cached_smallest_setup(inp.model_ref, ref, inp.weights, inp.kv, inp.batch, inp.prompt, inp.output, inp.eff)
     if s is None:
-        st.info(f"No setup of one {esc(spec.name)} server fits this model at batch {inp.batch} and "
-                f"{inp.prompt + inp.output:,} tokens in fp16, fp8, int8 or int4: pick a larger device, a smaller "
-                f"batch or context, or see the Capacity plan for pipeline-parallel setups.")
+        gpus = ud.node_size(spec)
+        where = (f"one {esc(spec.name)}" if gpus == 1 else
+                 f"up to {gpus} x {esc(spec.name)} in one node (tensor parallel)")
+        st.info(f"Nothing fits {where} for this model at batch {inp.batch} and {inp.prompt + inp.output:,} tokens "
+                f"in fp16, fp8, int8 or int4: pick a larger device, a smaller batch or context"
+                + (", or see the Capacity plan for pipeline-parallel setups." if gpus > 1 else "."))
         return
     same = s["tp"] == inp.tp and s["weights"] == inp.weights
     if same:

@@ -153,7 +153,7 @@ def all_to_all_time_s(tokens, experts_per_token: int, hidden: int, act_bytes: fl
     t = np.asarray(tokens, dtype=np.float64)
     vol = t * experts_per_token * hidden * act_bytes
     local = min(ep, gpus_per_node)
-    t_node = vol * (local - 1) / ep / (node_link.per_direction_gbs * 1e9) if local > 1 else 0.0 * vol
+    t_node = vol * (local - 1) / ep / (node_link.collective_gbs(local) * 1e9) if local > 1 else 0.0 * vol
     lat = node_link.latency_us if local > 1 else 0.0
     if ep > gpus_per_node:
         if network_link is None:

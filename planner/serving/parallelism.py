@@ -5,7 +5,8 @@ heads and the vocabulary (embedding, LM head) are split t ways, so each GPU runs
 the weights. KV heads split t ways too, but never below one head per GPU: with g KV heads a GPU holds
 max(1, g/t) of them (t > g replicates heads, as vLLM does); an MLA latent cache is replicated on every GPU.
 Norms are replicated. Activation traffic is taken as split t ways (the replicated input read of a column-parallel
-GEMM is small next to its weight read). Per layer, two all-reduces (after attention and after the MLP) of
+GEMM is small next to its weight read). Per layer, two all-reduces (after attention and after the MLP; one where
+the two run in parallel from the same input and add into one residual, GPT-J and Falcon) of
 T x hidden x 2 bytes (T tokens in the step), each timed as a ring all-reduce (Patarasuk & Yuan 2009):
 
   t_allreduce = 2 (t - 1) / t x bytes / B(t) + per-collective latency
@@ -21,7 +22,13 @@ B(t), the bandwidth each GPU of a t-GPU group drives in one direction, depends o
   bus     PCIe-only cards (GeForce, L4, L40S without NVLink): each card has one x16 link to the host's switch or
           root complex; a ring uses it in both directions at once: B(t) = the card's PCIe per-direction bandwidth
           (Gen4 x16 32 GB/s, Gen5 x16 64 GB/s). GeForce cards have no peer-to-peer over PCIe since the RTX 40
-          series, so NCCL stages through host memory; the same link bounds it.
+          series, so NCCL stages through host memory; the same link bounds it. A collective over PCIe drives
+          PCIE_COLLECTIVE_SHARE = 0.5 of it: every card's traffic crosses the host's root complexes (and the
+          socket link), so "on PCI systems, the performance you get is usually determined by the bandwidth your
+          CPU and memory can deliver" (NCCL maintainer, NVIDIA/nccl#1639: 8 x RTX 5090 on PCIe 5.0 x16, 64 GB/s
+          per direction, reach 28 GB/s all-reduce bus bandwidth with 8 GPUs and 35 with 4, 0.44-0.55). Checked on
+          two engines: TensorRT-LLM 70B/180B TTFT on 4-8 x L40S and vLLM on Intel Arc Pro B60s (reports/
+          accuracy.md); point-to-point sends (pipeline hand-offs) keep the link's bandwidth.
 Between nodes (pipeline hand-offs), the network: one InfiniBand or RoCE NIC per GPU on DGX/HGX and MI300X
 platforms (400 Gb/s = 50 GB/s per direction), a point-to-point send at bytes / NIC bandwidth + latency.
 
@@ -65,6 +72,8 @@ NODES_DIR = SPECS_DIR / "nodes"
 COLLECTIVE_LATENCY_US = {"nvlink": 8.0, "nvlink-c2c": 8.0, "infinity-fabric": 10.0, "pcie": 20.0,
                          "ethernet": 25.0, "roce": 25.0, "infiniband": 25.0, "thunderbolt": 25.0, "none": 0.0}
 TOPOLOGY_OF_KIND = {"nvlink": "switch", "nvlink-c2c": "switch", "infinity-fabric": "mesh", "pcie": "bus"}
+PCIE_COLLECTIVE_SHARE = 0.5  # share of a card's PCIe per-direction bandwidth a collective drives (docstring)
+COLLECTIVE_SHARE_OF_KIND = {"pcie": PCIE_COLLECTIVE_SHARE}
 COLLECTIVE_LATENCY_SOURCE = ("order-of-magnitude small-message all-reduce times from nccl-tests all_reduce_perf: "
                              "~5-10 us NVLink/NVSwitch, tens of us over PCIe or a network")
 
@@ -85,14 +94,19 @@ class Link:
             return min(self.per_direction_gbs, self.per_link_gbs * max(degree - 1, 1))
         return self.per_direction_gbs
 
+    def collective_gbs(self, degree: int) -> float:
+        """Per-direction bandwidth each GPU drives in a collective (all-reduce, all-to-all) of a t-GPU group:
+        B(t) x the link kind's collective share (PCIe: PCIE_COLLECTIVE_SHARE; others 1)."""
+        return self.group_gbs(degree) * COLLECTIVE_SHARE_OF_KIND.get(self.kind, 1.0)
+
     def allreduce_time_s(self, n_bytes, degree: int):
-        """Ring all-reduce: 2 (t-1)/t x bytes / B(t) + latency; 0 for t = 1."""
+        """Ring all-reduce: 2 (t-1)/t x bytes / collective_gbs(t) + latency; 0 for t = 1."""
         if degree <= 1:
             return np.zeros_like(np.asarray(n_bytes, dtype=np.float64))
         if self.per_direction_gbs <= 0:
             raise PlannerError(f"tensor parallelism {degree} needs a link between devices; {self.kind} has none")
         b = np.asarray(n_bytes, dtype=np.float64)
-        return 2.0 * (degree - 1) / degree * b / (self.group_gbs(degree) * 1e9) + self.latency_us * 1e-6
+        return 2.0 * (degree - 1) / degree * b / (self.collective_gbs(degree) * 1e9) + self.latency_us * 1e-6
 
     def send_time_s(self, n_bytes):
         """Point-to-point transfer (pipeline hand-off): bytes / bandwidth of one path (a mesh: one link) + latency."""
@@ -223,13 +237,15 @@ def split_ops(ops: list[OpCost], m, tp: int) -> list[OpCost]:
 
 
 def tp_comm_time_s(m, fmt, tokens, tp: int, link: Link | None):
-    """Two all-reduces per layer of tokens x hidden x activation bytes."""
+    """All-reduces of tokens x hidden x activation bytes: two per layer (after attention, after the MLP), one where
+    attention and MLP run in parallel from the same input (ModelArch.parallel_attention_mlp: GPT-J, Falcon)."""
     if tp <= 1:
         return np.zeros_like(np.asarray(tokens, dtype=np.float64))
     if link is None:
         raise PlannerError(f"--tp: {tp} devices need an interconnect")
     n_bytes = np.asarray(tokens, dtype=np.float64) * m.hidden_size * activation_bytes(fmt)
-    return 2 * m.num_layers * link.allreduce_time_s(n_bytes, tp)
+    per_layer = 1 if m.parallel_attention_mlp else 2
+    return per_layer * m.num_layers * link.allreduce_time_s(n_bytes, tp)
 
 
 def tp_step_time_s(m, fmt, kv_dtype, dev: DeviceModel, stage: str, batch, new_tokens, past, tp: int = 1,

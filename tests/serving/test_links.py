@@ -33,10 +33,14 @@ def test_nvswitch_all_to_all_full_bandwidth_at_every_degree():
 
 
 def test_geforce_pcie_bus():
-    # RTX 4090: PCIe Gen4 x16 only (no NVLink), 64 GB/s bidirectional -> 32 GB/s per direction; 20 us
+    # RTX 4090: PCIe Gen4 x16 only (no NVLink), 64 GB/s bidirectional -> 32 GB/s per direction; a collective
+    # drives half of it (NVIDIA/nccl#1639: PCIe all-reduce bus bandwidth 0.44-0.55 of the link): 16 GB/s; 20 us
     node = node_for(load_hardware("rtx-4090"))
     assert node.intra_link().topology == "bus"
-    assert _ar("rtx-4090", 2) == pytest.approx(B / 32e9 + 20e-6, rel=1e-12)
+    assert _ar("rtx-4090", 2) == pytest.approx(B / 16e9 + 20e-6, rel=1e-12)       # 8.41 ms
+    assert _ar("rtx-4090", 8) == pytest.approx(1.75 * B / 16e9 + 20e-6, rel=1e-12)
+    # a point-to-point send (pipeline hand-off) keeps the link's 32 GB/s
+    assert float(node.intra_link().send_time_s(B)) == pytest.approx(B / 32e9 + 20e-6, rel=1e-12)
 
 
 def test_between_nodes_over_the_nic():
@@ -64,3 +68,29 @@ def test_gaudi3_mesh_and_tpu_torus_nodes():
     # TPU v6e-8: 800 GB/s bidirectional ICI per chip -> 400 GB/s per direction, as a ring at full rate; 10 us
     assert node_for(load_hardware("tpu-v6e")).gpus_per_node == 8
     assert _ar("tpu-v6e", 8) == pytest.approx(1.75 * B / 400e9 + 10e-6, rel=1e-12)
+
+
+def test_parallel_attention_mlp_shares_one_all_reduce_per_layer():
+    # Falcon-180B (parallel_attn, new decoder) and GPT-J add attention and MLP outputs into one residual: one
+    # all-reduce per layer. Falcon-180B 2048-token prompt at TP8 on DGX H100: 80 x (1.75 x 2048 x 14848 x 2 B /
+    # 450 GB/s + 8 us); Llama-2-70B keeps two per layer: 160 x (1.75 x 2048 x 8192 x 2 B / 450 GB/s + 8 us)
+    link = node_for(load_hardware("h100-sxm")).intra_link()
+    falcon, llama = load_model("falcon-180b"), load_model("llama-2-70b")
+    assert falcon.parallel_attention_mlp and load_model("gpt-j-6b").parallel_attention_mlp
+    assert not llama.parallel_attention_mlp
+    fmt = weight_format("fp16")
+    assert float(tp_comm_time_s(falcon, fmt, 2048, 8, link)) == pytest.approx(
+        80 * (1.75 * 2048 * 14848 * 2 / 450e9 + 8e-6), rel=1e-12)
+    assert float(tp_comm_time_s(llama, fmt, 2048, 8, link)) == pytest.approx(
+        160 * (1.75 * 2048 * 8192 * 2 / 450e9 + 8e-6), rel=1e-12)
+
+
+def test_falcon_config_parallel_flag_follows_transformers():
+    # transformers' FalconConfig: parallel_attn defaults to true; new_decoder_architecture is parallel whatever it says
+    from planner.architecture import from_hf_config
+    base = {"model_type": "falcon", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+            "vocab_size": 100}
+    assert from_hf_config(base, name="f").parallel_attention_mlp
+    assert not from_hf_config({**base, "parallel_attn": False}, name="f").parallel_attention_mlp
+    assert from_hf_config({**base, "parallel_attn": False, "new_decoder_architecture": True, "num_kv_heads": 2},
+                          name="f").parallel_attention_mlp
