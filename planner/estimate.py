@@ -25,7 +25,8 @@ from .model_files import resolve_weights
 from .ops import (MATMUL, decode_ops, kv_bytes_per_sequence, kv_bytes_per_token, kv_bytes_per_token_per_layer, prefill_ops, totals,
                   weights_source)
 from .quantization import WeightFormat, kv_dtype as norm_kv_dtype
-from .roofline import DeviceModel, OpTime, device_model, select_unit, step_bound, step_time_s, time_ops
+from .roofline import (DeviceModel, OpTime, device_model, matmul_peak_note, select_unit, step_bound, step_time_s,
+                       time_ops)
 from .runtimes import default_interval_class, interval_for
 from .units import GB, MAX_COUNT
 
@@ -251,6 +252,7 @@ class RooflineReport(_Out):
     effective_ridge_flop_per_byte: float
     effective_bandwidth_gbs: float = 0.0  # roofline.effective_bandwidth_bytes_s / 1e9 (bandwidth_fraction, SM cap)
     sm_count: int = 0                     # the unit's SMs, 0 where its spec lists none
+    peak_note: str = ""                   # why peak_tflops['matmul'] differs from the listed peak (roofline.matmul_peak_note)
 
 
 class EngineReport(_Out):
@@ -534,7 +536,8 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     roof = _out(RooflineReport, unit=dev.unit, dtypes=dev.dtypes, peak_tflops=dev.peak_tflops, bandwidth_gbs=dev.bandwidth_gbs,
                           ridge_flop_per_byte=dev.ridge_flop_per_byte,
                           effective_ridge_flop_per_byte=dev.eff_peak_flops[MATMUL] / dev.eff_bandwidth_bytes_s,
-                          effective_bandwidth_gbs=dev.eff_bandwidth_bytes_s / 1e9, sm_count=dev.sm_count)
+                          effective_bandwidth_gbs=dev.eff_bandwidth_bytes_s / 1e9, sm_count=dev.sm_count,
+                          peak_note=matmul_peak_note(u, dev.dtypes[MATMUL], eff))
     iv_report = None
     if pc is not None:
         regime = None if idd is None else next(k for k in (("decode", "throughput") if batch == 1 else

@@ -66,7 +66,8 @@ def estimate_text(e: Estimate) -> str:
     r = e.roofline
     lines += [
         "",
-        f"Roofline: {r.peak_tflops['matmul']:g} TFLOP/s ({r.dtypes['matmul']}) / {r.bandwidth_gbs:g} GB/s -> ridge "
+        f"Roofline: {r.peak_tflops['matmul']:g} TFLOP/s ({r.dtypes['matmul']}"
+        + (f"; {r.peak_note}" if r.peak_note else "") + f") / {r.bandwidth_gbs:g} GB/s -> ridge "
         f"{r.ridge_flop_per_byte:.0f} FLOP/byte",
         f"Efficiency: bandwidth {e.efficiency.bandwidth_fraction:.2f}, compute {e.efficiency.compute_fraction:.2f}"
         + (f" ({e.efficiency.format_compute_fraction[e.weights]:.2f} for {e.weights} GEMMs)"
@@ -115,7 +116,8 @@ def explain(e: Estimate) -> dict:
 
 def explain_text(e: Estimate) -> str:
     x = explain(e)
-    lines = [f"Implied share of the datasheet peaks ({x['peak_tflops']:g} TFLOP/s, {x['bandwidth_gbs']:g} GB/s):"]
+    which = "the peaks the runtime's kernels reach" if e.roofline.peak_note else "the datasheet peaks"
+    lines = [f"Implied share of {which} ({x['peak_tflops']:g} TFLOP/s, {x['bandwidth_gbs']:g} GB/s):"]
     for phase in ("prefill", "decode"):
         if phase in x:
             lines.append(f"  {phase:8s} compute {x[phase]['compute_share'] * 100:5.1f}%   bandwidth "

@@ -225,6 +225,17 @@ def sync_mma_share(unit: ComputeUnit, eff: Efficiency) -> float:
     return 1.0
 
 
+def matmul_peak_note(unit: ComputeUnit, dtype: str, eff: Efficiency) -> str:
+    """Why the matmul peak a runtime reaches differs from the unit's listed one ('' where it does not): fp16
+    accumulation (fp16_accumulate_peak) and mma.sync kernels on a wgmma part (sync_mma_share)."""
+    listed, parts = unit.peak_tflops[dtype], []
+    if getattr(eff, "fp16_accumulate", False) and fp16_accumulate_peak(unit, dtype) > 1.01 * listed:  # not rounding
+        parts.append(f"fp16 accumulation runs at int8 / 2 = {fp16_accumulate_peak(unit, dtype):g}")
+    if (share := sync_mma_share(unit, eff)) < 1.0:
+        parts.append(f"the runtime's mma.sync kernels reach {share:g} x (the listed rate needs wgmma)")
+    return f"listed {listed:g}; " + "; ".join(parts) if parts else ""
+
+
 def fp16_accumulate_peak(unit: ComputeUnit, dtype: str) -> float:
     """16-bit GEMM peak with fp16 accumulation: max(listed, int8 / 2). NVIDIA tensor cores run fp16-accumulate
     MMA at half the int8 rate; GeForce datasheets list fp16 at the (half) fp32-accumulate rate, datacenter parts at

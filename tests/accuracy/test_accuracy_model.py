@@ -242,6 +242,14 @@ def test_mma_sync_kernels_reach_half_the_hopper_peak():
     assert d_wg.peak_tflops[MATMUL] == pytest.approx(989.4, rel=1e-12)
     if d_sync.gemm_regime is not None:  # the padded tiles run at the same share
         assert d_sync.kernel_peak_flops == pytest.approx(d_wg.kernel_peak_flops * 0.5, rel=1e-12)
+    # the estimate says why its matmul peak is not the listed one (text and JSON), and only then
+    e = estimate("llama-3.1-8b", "h100-sxm", "q4_k_m", runtime="llamacpp")
+    assert e.roofline.peak_tflops["matmul"] == pytest.approx(989.45 * 0.5, rel=1e-12)
+    assert e.roofline.peak_note.startswith("listed 989.4;") and "mma.sync" in e.roofline.peak_note
+    assert "fp16 accumulation" not in e.roofline.peak_note  # 1978.9 / 2 vs 989.4 is rounding, not a faster path
+    assert "fp16 accumulation runs at int8 / 2 = 330.3" in estimate("llama-3.1-8b", "rtx-4090", "q4_k_m",
+                                                                     runtime="llamacpp").roofline.peak_note
+    assert estimate("llama-3.1-8b", "h100-sxm", "q4_k_m", runtime="trtllm").roofline.peak_note == ""
     for hw in ("a100-80gb-sxm", "h20", "rtx-4090"):
         spec = load_hardware(hw)
         assert spec.unit("gpu").mma_sync_share is None
