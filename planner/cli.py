@@ -88,6 +88,8 @@ VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128)  # vllm/config CacheConfig BlockSize
 
 def add_engine_memory_args(p: argparse.ArgumentParser) -> None:
     """Engine arguments that size memory (planner.memory.EngineSettings); vLLM's names."""
+    from .scheduler_defaults import SEQS_HELP, TOKENS_HELP
+
     g = p.add_argument_group("engine memory (with --engine)")
     g.add_argument("--vllm-version", default=None, choices=["v0.2", "v0", "v1"],
                    help="vLLM memory profiling: v0.2 (<= 0.2.4, torch peak only), v0 (0.2.5-0.6), v1 (0.7+, default)")
@@ -95,11 +97,8 @@ def add_engine_memory_args(p: argparse.ArgumentParser) -> None:
                    "mem_fraction_static (0.88), TensorRT-LLM free_gpu_memory_fraction (0.9)")
     g.add_argument("--max-model-len", type=positive_int, default=None, help="vLLM max_model_len (model maximum)")
     g.add_argument("--max-num-batched-tokens", type=positive_int, default=None,
-                   help="tokens per step = the prefill chunk (vLLM V1 serve: 8192 on >= 70 GiB devices other than A100, else "
-                   "2048; SGLang chunked_prefill_size 2048/8192/16384 by device memory; TRT-LLM 8192; llama.cpp "
-                   "n_ubatch 512)")
-    g.add_argument("--max-num-seqs", type=positive_int, default=None,
-                   help="vLLM max_num_seqs (V1 serve default: 1024 on >= 70 GiB devices other than A100, else 256)")
+                   help=f"tokens per step = the prefill chunk ({TOKENS_HELP}; TRT-LLM 8192; llama.cpp n_ubatch 512)")
+    g.add_argument("--max-num-seqs", type=positive_int, default=None, help=f"vLLM max_num_seqs ({SEQS_HELP})")
     g.add_argument("--block-size", type=int, choices=VLLM_BLOCK_SIZES, default=None, metavar="{1,8,...,128}",
                    help="vLLM KV block size in tokens (16); vLLM takes 1, 8, 16, 32, 64 or 128 (CacheConfig)")
     g.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (no graph memory pool)")

@@ -161,6 +161,8 @@ def _check_engine(name: str) -> str:
 
 
 def register(sub) -> None:
+    from .scheduler_defaults import PLANNER_DEFAULTS, SEQS_HELP, TOKENS_HELP  # light: dataclasses and units
+
     p = sub.add_parser("plan", help="capacity plan: cheapest configuration per device that meets the SLOs")
     p.add_argument("--model", "-m", required=True, help="catalog id or path to a HF config.json")
     p.add_argument("--scenario", "-s", default="chat", help="chat, batch, long-doc or on-device")
@@ -187,11 +189,10 @@ def register(sub) -> None:
     p.add_argument("--pp", type=_bounded_int(1, 64), default=1, help="pipeline stages (across nodes)")
     p.add_argument("--replicas", type=_replicas, default=1, help="data-parallel replicas")
     p.add_argument("--max-num-seqs", type=_bounded_int(1, 65536), default=None,
-                   help="batch limit (sequences); default: the engine's own (vLLM V1: 1024 on >= 70 GiB devices "
-                   "other than A100, else 256), else 256")
+                   help=f"batch limit (sequences); default: the engine's own ({SEQS_HELP})")
     p.add_argument("--max-num-batched-tokens", type=_bounded_int(1, 1 << 20), default=None,
-                   help="token budget per step; default: the engine's own (vLLM V1: 8192 or 2048 by device; SGLang "
-                   "chunked_prefill_size 2048/8192/16384 by device memory), else 8192")
+                   help=f"token budget per step; default: the engine's own ({TOKENS_HELP}), else "
+                   f"{PLANNER_DEFAULTS.max_num_batched_tokens}")
     p.add_argument("--chunked-prefill", action=argparse.BooleanOptionalAction, default=None,
                    help="Sarathi/vLLM-V1 chunked prefill; default: on for vLLM (V1) and SGLang, off otherwise")
     p.add_argument("--block-size", type=_bounded_int(1, 4096), default=16, help="KV block size (tokens)")

@@ -112,10 +112,14 @@ class MemorySpec(_Frozen):
         return self.capacity_gb if self.visible_gb is None else self.visible_gb
 
 
+# ids of devices, units, runtimes and measured records: lower-case letters, digits, '.', '_', '-'
+ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+
+
 class ComputeUnit(_Frozen):
     """One compute unit (the GPU, the CPU cores, an NPU) with its dense peaks in TFLOP/s (or TOPS for ints)."""
 
-    name: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    name: str = Field(min_length=1, pattern=ID_PATTERN)
     kind: UnitKind
     peak_tflops: dict[DType, PeakTflops] = Field(min_length=1)
     formats: list[str] | None = Field(None, description="weight formats this unit runs; None = every format")
@@ -272,7 +276,7 @@ DATASHEET_EFFICIENCY = Efficiency.model_construct(  # constant, valid data (the 
 
 
 class HardwareSpec(_Frozen):
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    id: str = Field(pattern=ID_PATTERN)
     name: str
     kind: DeviceKind
     vendor: str

@@ -322,12 +322,9 @@ class MemoryBreakdown:
 
 
 def engine_chunk_tokens(engine: str, s: EngineSettings) -> int | None:
-    """Largest prefill pass of the engine: its chunk, or None for a whole prompt in one pass."""
-    if engine == "vllm":
-        if s.vllm_version == "v1":
-            return s.max_num_batched_tokens  # settings_for_device filled vLLM V1's budget
-        return s.max_num_batched_tokens  # V0 without chunked prefill: the whole prompt (<= max_num_batched_tokens)
-    return {"none": s.max_num_batched_tokens, "sglang": s.max_num_batched_tokens,
+    """Largest prefill pass of the engine: its chunk, or None for a whole prompt in one pass. vLLM V1's and SGLang's
+    budgets are filled by settings_for_device; vLLM V0 (no chunked prefill) and none keep what the user gave."""
+    return {"none": s.max_num_batched_tokens, "vllm": s.max_num_batched_tokens, "sglang": s.max_num_batched_tokens,
             "trtllm": s.max_num_batched_tokens or TRTLLM_MAX_NUM_TOKENS,
             "llamacpp": s.max_num_batched_tokens or LLAMACPP_N_UBATCH}[engine]
 

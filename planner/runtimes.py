@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .catalog_index import by_identity
 from .errors import PlannerError
-from .hardware import SPECS_DIR, ComputeUnit, Efficiency, HardwareSpec, UnitKind, efficiency_defaults
+from .hardware import ID_PATTERN, SPECS_DIR, ComputeUnit, Efficiency, HardwareSpec, UnitKind, efficiency_defaults
 from .io import read_yaml, validated
 
 RUNTIMES_DIR = Path(os.environ.get("PLANNER_RUNTIMES_DIR", SPECS_DIR / "runtimes"))
@@ -104,7 +104,7 @@ class Provenance(_Frozen):
 
 
 class RuntimeProfile(_Frozen):
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    id: str = Field(pattern=ID_PATTERN)
     name: str
     description: str
     unit_kind: UnitKind = Field("gpu", description="the compute unit the runtime runs on when none is named")

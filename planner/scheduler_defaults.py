@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from .units import GB, GIB, MIB
 
 VLLM_LARGE_DEVICE_BYTES = 70 * GIB   # get_batch_defaults: device_memory >= 70 * GiB_bytes
+VLLM_LARGE = (8192, 1024)            # (max_num_batched_tokens, max_num_seqs) there
+VLLM_SMALL = (2048, 256)             # and below it, or on an A100
 SGLANG_TIERS_MIB = ((35 * 1024, 2048), (160 * 1024, 8192))  # gpu_mem < bound -> chunked_prefill_size
 SGLANG_LARGEST_CHUNK = 16384
 SCHEDULER_ENGINES = ("vllm", "sglang")  # engines whose own scheduler defaults this module knows
@@ -55,7 +57,7 @@ def device_memory_bytes(spec) -> float:
 def vllm_defaults(spec) -> SchedulerDefaults:
     """vLLM V1 `vllm serve` defaults on this device (module docstring)."""
     large = device_memory_bytes(spec) >= VLLM_LARGE_DEVICE_BYTES and "a100" not in spec.name.lower()
-    tokens, seqs = (8192, 1024) if large else (2048, 256)
+    tokens, seqs = VLLM_LARGE if large else VLLM_SMALL
     tier = ">= 70 GiB, not an A100" if large else "< 70 GiB or an A100"
     return SchedulerDefaults(min(seqs, tokens), tokens, True, f"vLLM V1 serve defaults, {tier}")
 
@@ -67,6 +69,14 @@ def sglang_defaults(spec) -> SchedulerDefaults:
     return SchedulerDefaults(PLANNER_DEFAULTS.max_num_seqs, chunk, True,
                              f"SGLang server defaults: chunked_prefill_size {chunk} at {mib / 1024:,.0f} GiB, "
                              f"max_num_seqs the planner's (SGLang sizes it from the KV pool)")
+
+
+# the CLI's help for the flags these defaults fill (planner/cli.py, planner/cli_serving.py): the numbers above, once
+SEQS_HELP = (f"vLLM V1 serve: {VLLM_LARGE[1]} on >= 70 GiB devices other than A100, else {VLLM_SMALL[1]}; otherwise "
+             f"{PLANNER_DEFAULTS.max_num_seqs}")
+TOKENS_HELP = (f"vLLM V1 serve: {VLLM_LARGE[0]} on >= 70 GiB devices other than A100, else {VLLM_SMALL[0]}; SGLang "
+               f"chunked_prefill_size {'/'.join(str(s) for _, s in SGLANG_TIERS_MIB)}/{SGLANG_LARGEST_CHUNK} by "
+               f"device memory")
 
 
 def scheduler_defaults(engine: str | None, spec) -> SchedulerDefaults:

@@ -25,7 +25,6 @@ def _records_dir(args_records, device_id):
 
 
 DEVICE_RE = r"cpu|cuda(:\d+)?"
-DEVICE_ID_RE = r"[a-z0-9][a-z0-9._-]*"  # records.RunRecord.device_id's pattern
 
 
 def _check_args(args) -> None:
@@ -37,8 +36,10 @@ def _check_args(args) -> None:
     dev = getattr(args, "device", None)
     if dev is not None and not re.fullmatch(DEVICE_RE, dev):
         raise PlannerError(f"--device: unknown device {dev!r}; allowed: cpu, cuda, cuda:N")
+    from planner.hardware import ID_PATTERN
+
     did = getattr(args, "device_id", None)
-    if did is not None and not re.fullmatch(DEVICE_ID_RE, did):
+    if did is not None and not re.fullmatch(ID_PATTERN, did):
         raise PlannerError(f"--device-id: {did!r} is not an id; allowed: lower-case letters, digits, '.', '_' and "
                            "'-', starting with a letter or digit (e.g. h200-sxm)")
     name = getattr(args, "preset", None)

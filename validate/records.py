@@ -29,6 +29,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.errors import PlannerError, pydantic_one_line
+from planner.hardware import ID_PATTERN
 from planner.io import atomic_write_text, read_text
 
 SCHEMA_VERSION = 1
@@ -178,7 +179,7 @@ class Record(_Frozen):
     schema_version: Literal[1] = SCHEMA_VERSION
     run_id: str
     created: str = Field(description="ISO 8601 UTC time the record was made")
-    device_id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    device_id: str = Field(pattern=ID_PATTERN)
     fingerprint: dict[str, Any]
     params: Params
     status: Literal["ok", "oom", "error"]

@@ -140,7 +140,7 @@ def show_table(df: pd.DataFrame, help_for: dict | None = None, **kw) -> None:
         if col.dtype == object and _all_numbers(col):  # numbers with gaps (None) in an object column
             col = out[c] = pd.to_numeric(col, errors="coerce")
         if (pd.api.types.is_float_dtype(col) and len(col) and col.notna().all() and _integral(col)
-                and not ("GB" in str(c) or c == "$/hour")):
+                and not _money_or_gb(c)):
             col = out[c] = col.astype("int64")  # counts stored as floats: 256, not 256.0
         if col.dtype == bool:
             out[c] = col.map({True: "yes", False: "no"})
@@ -148,18 +148,23 @@ def show_table(df: pd.DataFrame, help_for: dict | None = None, **kw) -> None:
             if col.isna().any() or not pd.Series(col).map(lambda v: v is None or finite(float(v))).all():
                 out[c] = col.map(lambda v: "—" if v is None or not finite(float(v)) else _num(c, v))
             else:
-                digits = 2 if "GB" in str(c) or c == "$/hour" else 3
+                digits = 2 if _money_or_gb(c) else 3
                 out[c] = col.round(digits)
         elif col.dtype == object:
             out[c] = col.map(lambda v: "—" if v is None or (isinstance(v, float) and not math.isfinite(v)) else v)
         h = (help_for or {}).get(c) or COLUMN_HELP.get(str(c))
         if pd.api.types.is_float_dtype(out[c]):
             big = pd.to_numeric(out[c], errors="coerce").abs().max()
-            fmt = "%.2f" if "GB" in str(c) or c == "$/hour" else ("%.1f" if big >= 100 else None)
+            fmt = "%.2f" if _money_or_gb(c) else ("%.1f" if big >= 100 else None)
             cfg[c] = st.column_config.NumberColumn(help=h, format=fmt)
         elif h:
             cfg[c] = st.column_config.Column(help=h)
     st.dataframe(out, hide_index=True, column_config=cfg or None, **kw)
+
+
+def _money_or_gb(name) -> bool:
+    """Columns shown with two decimals and never as integers: sizes in GB and prices."""
+    return "GB" in str(name) or name == "$/hour"
 
 
 def _all_numbers(col) -> bool:
@@ -176,7 +181,7 @@ def _integral(col) -> bool:
 
 def _num(col, v) -> str:
     v = float(v)
-    if "GB" in str(col) or col == "$/hour":
+    if _money_or_gb(col):
         return f"{v:,.2f}"
     return f"{v:,.3f}".rstrip("0").rstrip(".") if abs(v) < 1e6 else f"{v:,.0f}"
 
