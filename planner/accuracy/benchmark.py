@@ -289,6 +289,10 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
     0.6 on an MI300X), else the engine's own rows on every class where they are >= MIN_INTERVAL_ROWS, else all rows
     predicted by extrapolation (levels other than `engine`) in that key; an engine with no row at all gets the
     extrapolated range widened by HF_EAGER_WIDEN.
+    A class (cls given) with too few of its own rows in a key is extrapolated there: its error is either the
+    engine's error on its other classes or that of any prediction made without the class's data, so its range is
+    [min p10, max p90] of the two pools. (vLLM on NVIDIA has no batch-1 decode row: its decode range was the
+    vLLM-ROCm 0.6.3 MI300X rows' 0.18-0.79 alone, a range that excluded its own estimate.)
     '<key>_multi_gpu' (runtimes.MULTI_GPU_SUFFIX): the same from the rows of tensor-parallel groups, kept only
     where they are >= MIN_INTERVAL_ROWS, as [min p10, max p90] of the two (as loso_intervals)."""
     from ..runtimes import MULTI_GPU_SUFFIX
@@ -299,26 +303,38 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
         regs = [r for r, k in INTERVAL_KEY.items() if k == key]
         own = ok[(ok["runtime"] == rt) & ok["regime"].isin(regs)]
         own_cls = own[own["hw_class"] == cls] if cls is not None and "hw_class" in own else own.iloc[:0]
+        extrapolated = ok[(ok["level"] != "engine") & ok["regime"].isin(regs)]
+        also = None  # a second pool whose range the first's is widened to (a thin class)
         if len(own_cls) >= MIN_INTERVAL_ROWS:
             pool, srcs = own_cls, srcs | {"class"}
         elif len(own) >= MIN_INTERVAL_ROWS:
             pool, srcs = own, srcs | {"own"}
+            if cls is not None and len(extrapolated) >= 3:
+                also, srcs = extrapolated, srcs | {"extrapolated", "thin"}
         else:
-            pool = ok[(ok["level"] != "engine") & ok["regime"].isin(regs)]
+            pool = extrapolated
             if len(pool) < 3:
                 continue
             srcs = srcs | {"extrapolated"}
         x = np.log(pool["ratio"].to_numpy())  # ratio = predicted / measured time = measured / predicted speed
         if not (res["runtime"] == rt).any():
             x = (x - np.median(x)) * HF_EAGER_WIDEN + np.median(x)
-        out[key] = (*_quantiles(x, pool["source"].to_numpy()), int(len(x)))
+        lo, hi = _quantiles(x, pool["source"].to_numpy())
+        if also is not None:
+            lo2, hi2 = _quantiles(np.log(also["ratio"].to_numpy()), also["source"].to_numpy())
+            lo, hi = min(lo, lo2), max(hi, hi2)
+        out[key] = (lo, hi, len(set(pool.index) | set(also.index)) if also is not None else int(len(pool)))
         multi = pool[pool["tp"] > 1]
         if len(multi) >= MIN_INTERVAL_ROWS:
             lo, hi = _quantiles(np.log(multi["ratio"].to_numpy()), multi["source"].to_numpy())
             out[key + MULTI_GPU_SUFFIX] = (min(lo, out[key][0]), max(hi, out[key][1]), int(len(multi)))
     text = ("leave-one-source-out residuals: " + " and ".join(
         {"class": f"the engine's own rows on {cls}", "own": "the engine's own rows (every hardware class)",
-         "extrapolated": "rows predicted without their engine's data (extrapolation range)"}[k] for k in sorted(srcs)))
+         "extrapolated": "rows predicted without their engine's data (extrapolation range)"}[k]
+        for k in sorted(srcs - {"thin"})))
+    if "thin" in srcs:
+        text += (f"; where {cls} has fewer than {MIN_INTERVAL_ROWS} of the engine's rows in a regime, the wider of "
+                 "the engine's rows elsewhere and the extrapolation range")
     if not (res["runtime"] == rt).any():
         text += f"; no measurement of this engine: widened x{HF_EAGER_WIDEN} in log space"
     return out, text
