@@ -14,7 +14,9 @@
             Levels other than `engine` are extrapolation: their residuals make the (wider) ranges of unmeasured
             engines.
   range     [p10, p90] of the LOSO ratios of rows from *other* sources in the same regime (>= 10 rows from >= 2
-            sources; else the same interval key, else all other sources), each row weighted 1 / sqrt(rows of its source) (source_weights), widened
+            sources; from one other source: its shape around each offset of the interval key's sources,
+            _one_source_spread; else the same interval key, else all other sources), each row weighted 1 / sqrt(rows
+            of its source) (source_weights), widened
             x EXTRAPOLATION_WIDEN in log space around the median when the row is predicted by extrapolation
   covered   ratio inside that range
 """
@@ -205,11 +207,29 @@ def _quantiles(x: np.ndarray, sources) -> tuple[float, float]:
     return float(np.exp(q10)), float(np.exp(q90))
 
 
+def _one_source_spread(regime_x: np.ndarray, key_x: np.ndarray, key_src) -> tuple[np.ndarray, np.ndarray]:
+    """(values, weights) of a new source's log-ratio in a regime that one other source measured: that source's
+    spread around its own median (its rows' shape) shifted by each offset (weighted median) that the sources of the
+    interval key show, every combination; a key source weighs sqrt(its rows) as in source_weights, the regime
+    source's rows equally."""
+    centred = regime_x - np.median(regime_x)
+    offsets, weights = [], []
+    for s in sorted(set(key_src)):
+        xs = key_x[key_src == s]
+        offsets.append(float(np.median(xs)))
+        weights.append(np.sqrt(len(xs)))
+    x = (np.asarray(offsets)[:, None] + centred[None, :]).ravel()
+    w = (np.asarray(weights)[:, None] * np.full(len(centred), 1.0 / len(centred))[None, :]).ravel()
+    return x, w
+
+
 def loso_intervals(df, log_ratio: np.ndarray, level: np.ndarray):
     """(p10, p90) of predicted/measured time per row from the LOSO log-ratios of rows of *other* sources in the
-    same regime; where those are fewer than MIN_INTERVAL_ROWS rows or come from fewer than MIN_INTERVAL_SOURCES
-    sources (one other source's residuals are its offset, not a spread), in the same interval key (INTERVAL_KEY:
-    e2e and batched decode are both 'throughput'), else every other source; each weighted by source_weights (1 /
+    same regime; where those are >= MIN_INTERVAL_ROWS rows of a single other source (one source's residuals are
+    its offset, not a spread), that source's shape around each offset the interval key's other sources show
+    (_one_source_spread: a new source's error is its own offset plus the scatter of its rows); where they are
+    fewer, in the same interval key (INTERVAL_KEY: e2e and batched decode are both 'throughput'), else every other
+    source; each weighted by source_weights (1 /
     sqrt(rows of its source)): a new source's error is one source's systematic offset plus its own spread, so the big sources
     must not drown the others. Widened around the median by EXTRAPOLATION_WIDEN for a row predicted by
     extrapolation (level other than `engine`)."""
@@ -220,6 +240,15 @@ def loso_intervals(df, log_ratio: np.ndarray, level: np.ndarray):
     key = np.array([INTERVAL_KEY[r] for r in reg], dtype=object)
     ok = (df["anomalous"] == "").to_numpy()
     for i in range(n):
+        own_regime = ok & (src != src[i]) & (reg == reg[i])
+        keyed = ok & (src != src[i]) & (key == key[i])
+        if (own_regime.sum() >= MIN_INTERVAL_ROWS and len(set(src[own_regime])) == 1
+                and len(set(src[keyed])) >= MIN_INTERVAL_SOURCES):
+            x, w = _one_source_spread(log_ratio[own_regime], log_ratio[keyed], src[keyed])
+            q10, q50, q90 = weighted_quantiles(x, w, [0.10, 0.50, 0.90])
+            wid = 1.0 if level[i] == "engine" else EXTRAPOLATION_WIDEN
+            lo[i], hi[i] = np.exp(q50 + (q10 - q50) * wid), np.exp(q50 + (q90 - q50) * wid)
+            continue
         for same in (reg == reg[i], key == key[i], np.ones(n, bool)):  # regime, its interval key, everything
             m = ok & (src != src[i]) & same
             if m.sum() >= MIN_INTERVAL_ROWS and len(set(src[m])) >= MIN_INTERVAL_SOURCES:

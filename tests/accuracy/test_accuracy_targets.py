@@ -21,7 +21,9 @@ reports/accuracy.md): every regime with >= 20 rows must
   * the issue-11 targets that are reached stay reached: batched decode median <= 15% and p90 <= 35% (session 21), end-to-end median <= 12% and
     p90 <= 30% (session 19), and p10-p90 coverage within 70-90% in every regime (session 19: decode_b1 76,
     decode_batched 81, prefill 85, e2e 86 with residuals weighted 1 / sqrt(rows of their source),
-    benchmark.source_weights).
+    benchmark.source_weights); e2e since session 24 (73%: its two sources' ranges are the other one's shape around
+    the offsets of the throughput sources, benchmark.loso_intervals; 94% from the pooled throughput residuals
+    before).
 """
 
 from __future__ import annotations
@@ -38,10 +40,7 @@ from planner.accuracy.serving_rows import SERVING_PATH
 
 CEILINGS = {"decode_b1": (10.0, 29.6), "decode_batched": (9.8, 35.0), "prefill": (17.4, 56.1), "e2e": (10.1, 22.3)}
 REACHED = {"decode_batched": (15.0, 35.0), "e2e": (12.0, 30.0)}  # issue-11 targets met: median, p90 (None: not met)
-COVERED = ("decode_b1", "decode_batched", "prefill")
-# e2e has two sources, so each one's range comes from the pooled throughput residuals of the other engines
-# (benchmark.loso_intervals): wider than its own errors, 95% coverage. Guarded against drifting either way.
-E2E_COVERAGE = (70.0, 96.0)
+COVERED = ("decode_b1", "decode_batched", "prefill", "e2e")
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +89,6 @@ def test_reached_coverage_targets_hold(results):
     figs = {f["regime"]: f for f in regime_figures(results, "loso")}
     for reg in COVERED:
         assert 70.0 <= figs[reg]["coverage"] <= 90.0, (reg, figs[reg])
-    assert E2E_COVERAGE[0] <= figs["e2e"]["coverage"] <= E2E_COVERAGE[1], figs["e2e"]
 
 
 def test_no_row_of_a_source_helps_predict_it(prepared):

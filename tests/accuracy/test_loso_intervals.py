@@ -127,3 +127,24 @@ def test_committed_profile_ranges_hold_on_their_own_rows():
         assert 0.6 <= inside <= 0.95, (rt, key, inside)
         checked += 1
     assert checked >= 5
+
+
+def test_a_regime_with_one_other_source_takes_its_shape_and_the_offsets_of_the_key():
+    """e2e row of source A; the regime's only other source B (10 rows, log-ratios 0.2 +- 0.1: its offset 0.2 and a
+    narrow shape); the interval key (throughput) adds C (4 rows at 0.5) and D (9 rows at -0.3). One other source's
+    residuals are its offset, not a spread, so the range is B's shape around each key source's offset: three
+    clusters -0.3 +- 0.1 (weight sqrt(9) = 3), 0.2 +- 0.1 (sqrt(10) = 3.16) and 0.5 +- 0.1 (sqrt(4) = 2). By hand:
+    the lowest cluster holds 3 / 8.16 = 37% of the weight and the highest 25%, so p10 lies in [-0.4, -0.2] and p90
+    in [0.4, 0.6]; B's residuals alone would have given 0.1-0.3."""
+    b = 0.2 + np.linspace(-0.1, 0.1, 10)
+    lr = np.concatenate([b, np.full(4, 0.5), np.full(9, -0.3), [0.0]])
+    src = ["B"] * 10 + ["C"] * 4 + ["D"] * 9 + ["A"]
+    reg = ["e2e"] * 10 + ["decode_batched"] * 13 + ["e2e"]
+    df = pd.DataFrame({"source": src, "regime": reg, "tp": 8, "anomalous": ""})
+    lo, hi = loso_intervals(df, lr, np.array(["engine"] * len(src), dtype=object))
+    assert -0.4 <= np.log(lo[23]) <= -0.2 and 0.4 <= np.log(hi[23]) <= 0.6
+    centred = np.linspace(-0.1, 0.1, 10)
+    x = np.concatenate([o + centred for o in (0.2, 0.5, -0.3)])
+    w = np.concatenate([np.full(10, np.sqrt(n) / 10) for n in (10, 4, 9)])
+    q10, q90 = weighted_quantiles(x, w, [0.1, 0.9])
+    assert np.log(lo[23]) == pytest.approx(q10, abs=1e-12) and np.log(hi[23]) == pytest.approx(q90, abs=1e-12)
