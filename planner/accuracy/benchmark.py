@@ -209,18 +209,14 @@ def _quantiles(x: np.ndarray, sources) -> tuple[float, float]:
 
 def _one_source_spread(regime_x: np.ndarray, key_x: np.ndarray, key_src) -> tuple[np.ndarray, np.ndarray]:
     """(values, weights) of a new source's log-ratio in a regime that one other source measured: that source's
-    spread around its own median (its rows' shape) shifted by each offset (weighted median) that the sources of the
-    interval key show, every combination; a key source weighs sqrt(its rows) as in source_weights, the regime
-    source's rows equally."""
+    spread around its own median (its rows' shape) shifted by each offset (the median of its rows) that the sources
+    of the interval key show, every combination; a key source weighs sqrt(its rows) in all, as in source_weights,
+    shared equally by the regime source's rows."""
     centred = regime_x - np.median(regime_x)
-    offsets, weights = [], []
-    for s in sorted(set(key_src)):
-        xs = key_x[key_src == s]
-        offsets.append(float(np.median(xs)))
-        weights.append(np.sqrt(len(xs)))
-    x = (np.asarray(offsets)[:, None] + centred[None, :]).ravel()
-    w = (np.asarray(weights)[:, None] * np.full(len(centred), 1.0 / len(centred))[None, :]).ravel()
-    return x, w
+    names = sorted(set(key_src))
+    offsets = np.array([np.median(key_x[key_src == s]) for s in names])
+    weights = np.sqrt([np.sum(key_src == s) for s in names]) / len(centred)
+    return np.add.outer(offsets, centred).ravel(), np.repeat(weights, len(centred))
 
 
 def loso_intervals(df, log_ratio: np.ndarray, level: np.ndarray):
@@ -240,22 +236,19 @@ def loso_intervals(df, log_ratio: np.ndarray, level: np.ndarray):
     key = np.array([INTERVAL_KEY[r] for r in reg], dtype=object)
     ok = (df["anomalous"] == "").to_numpy()
     for i in range(n):
-        own_regime = ok & (src != src[i]) & (reg == reg[i])
-        keyed = ok & (src != src[i]) & (key == key[i])
-        if (own_regime.sum() >= MIN_INTERVAL_ROWS and len(set(src[own_regime])) == 1
-                and len(set(src[keyed])) >= MIN_INTERVAL_SOURCES):
-            x, w = _one_source_spread(log_ratio[own_regime], log_ratio[keyed], src[keyed])
-            q10, q50, q90 = weighted_quantiles(x, w, [0.10, 0.50, 0.90])
-            wid = 1.0 if level[i] == "engine" else EXTRAPOLATION_WIDEN
-            lo[i], hi[i] = np.exp(q50 + (q10 - q50) * wid), np.exp(q50 + (q90 - q50) * wid)
-            continue
-        for same in (reg == reg[i], key == key[i], np.ones(n, bool)):  # regime, its interval key, everything
-            m = ok & (src != src[i]) & same
-            if m.sum() >= MIN_INTERVAL_ROWS and len(set(src[m])) >= MIN_INTERVAL_SOURCES:
-                break
-        q10, q50, q90 = weighted_quantiles(log_ratio[m], source_weights(src[m]), [0.10, 0.50, 0.90])
-        w = 1.0 if level[i] == "engine" else EXTRAPOLATION_WIDEN
-        lo[i], hi[i] = np.exp(q50 + (q10 - q50) * w), np.exp(q50 + (q90 - q50) * w)
+        other = ok & (src != src[i])
+        regime, keyed = other & (reg == reg[i]), other & (key == key[i])
+        if (regime.sum() >= MIN_INTERVAL_ROWS and len(set(src[regime])) == 1
+                and len(set(src[keyed])) >= MIN_INTERVAL_SOURCES):  # one other source: its shape, the key's offsets
+            x, w = _one_source_spread(log_ratio[regime], log_ratio[keyed], src[keyed])
+        else:
+            for m in (regime, keyed, other):  # the regime, its interval key, everything (the last one regardless)
+                if m.sum() >= MIN_INTERVAL_ROWS and len(set(src[m])) >= MIN_INTERVAL_SOURCES:
+                    break
+            x, w = log_ratio[m], source_weights(src[m])
+        q10, q50, q90 = weighted_quantiles(x, w, [0.10, 0.50, 0.90])
+        wid = 1.0 if level[i] == "engine" else EXTRAPOLATION_WIDEN
+        lo[i], hi[i] = np.exp(q50 + (q10 - q50) * wid), np.exp(q50 + (q90 - q50) * wid)
     return lo, hi
 
 
@@ -327,7 +320,7 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
     from ..runtimes import MULTI_GPU_SUFFIX
 
     ok = res[res["anomalous"] == ""]
-    out, srcs = {}, set()
+    out, srcs, thin = {}, set(), False
     for key in ("decode", "prefill", "throughput"):
         regs = [r for r, k in INTERVAL_KEY.items() if k == key]
         own = ok[(ok["runtime"] == rt) & ok["regime"].isin(regs)]
@@ -339,7 +332,7 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
         elif len(own) >= MIN_INTERVAL_ROWS:
             pool, srcs = own, srcs | {"own"}
             if cls is not None and len(extrapolated) >= 3:
-                also, srcs = extrapolated, srcs | {"extrapolated", "thin"}
+                also, srcs, thin = extrapolated, srcs | {"extrapolated"}, True
         else:
             pool = extrapolated
             if len(pool) < 3:
@@ -359,9 +352,8 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
             out[key + MULTI_GPU_SUFFIX] = (min(lo, out[key][0]), max(hi, out[key][1]), int(len(multi)))
     text = ("leave-one-source-out residuals: " + " and ".join(
         {"class": f"the engine's own rows on {cls}", "own": "the engine's own rows (every hardware class)",
-         "extrapolated": "rows predicted without their engine's data (extrapolation range)"}[k]
-        for k in sorted(srcs - {"thin"})))
-    if "thin" in srcs:
+         "extrapolated": "rows predicted without their engine's data (extrapolation range)"}[k] for k in sorted(srcs)))
+    if thin:
         text += (f"; where {cls} has fewer than {MIN_INTERVAL_ROWS} of the engine's rows in a regime, the wider of "
                  "the engine's rows elsewhere and the extrapolation range")
     if not (res["runtime"] == rt).any():
