@@ -87,3 +87,22 @@ def efficiency_origin(spec: HardwareSpec, unit: ComputeUnit, mode: str | Efficie
     """Which rule of the precedence above resolve_efficiency applies: explicit, datasheet, runtime, calibration,
     device or default (the one precedence, resolve_with_origin)."""
     return resolve_with_origin(spec, unit, mode, runtime)[1]
+
+
+def unmeasured_dequant_warning(eff: Efficiency, fmt_name: str, runtime_id: str | None) -> str | None:
+    """A warning where a runtime profile has no fitted dequantization cost (Efficiency.dequant_overhead, GEMM time x
+    (1 + overhead)) for this weight-only quantized format: the estimate then counts none for it
+    (planner/roofline.py _device_model), which is optimistic, by up to the largest cost fitted for another format
+    where the profile has one. None for a format without such a cost, or where it was fitted."""
+    from .quantization import DEQUANT_FITTED_FORMATS
+
+    fitted = eff.dequant_overhead or {}
+    if runtime_id is None or fmt_name in fitted or fmt_name not in DEQUANT_FITTED_FORMATS:
+        return None
+    if not fitted:
+        return (f"runtime {runtime_id} was fitted on no weight-only quantized rows on this hardware class: the "
+                f"dequantization cost of {fmt_name} is not measured and the estimate counts none (optimistic)")
+    listed = ", ".join(f"{f} +{v * 100:.0f}%" for f, v in sorted(fitted.items()))
+    return (f"runtime {runtime_id} has no measured dequantization cost for {fmt_name} (fitted GEMM-time costs: "
+            f"{listed}); the estimate counts none, so its GEMMs may be up to {max(fitted.values()) * 100:.0f}% "
+            f"slower than predicted")

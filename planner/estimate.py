@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, computed_field
 
 from .architecture import ModelArch, load_model
 from .catalog_index import by_identity
-from .efficiency import resolve_with_origin
+from .efficiency import resolve_with_origin, unmeasured_dequant_warning
 from .errors import PlannerError
 from .hardware import Efficiency, HardwareSpec, load_hardware
 from .latency import decode_sum_s, point_latency_fast, stage_op_times
@@ -393,6 +393,8 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     warnings: list[str] = []
     if (unpublished := spec.unpublished_warning(u)) is not None:  # figures the vendor does not print
         warnings.append(unpublished)
+    if origin == "runtime" and (dq := unmeasured_dequant_warning(eff, fmt.name, prof.id)) is not None:
+        warnings.append(dq)
     context = prompt + output
     if (too_long := m.context_warning(context)) is not None:
         warnings.append(too_long)

@@ -45,6 +45,12 @@ def _int4(group: int, zero: bool, name: str, desc: str) -> WeightFormat:
     return WeightFormat(name, bpw, _WO_NPU, description=desc)
 
 
+# weight-only quantized formats whose GEMMs pay a dequantization cost an engine profile fits per format
+# (Efficiency.dequant_overhead; planner/accuracy/fit.py); mxfp4 is not among them (format_compute_fraction)
+DEQUANT_FITTED_FORMATS = ("q4_0", "q8_0", "q4_k_m", "q5_k_m", "q6_k", "int8", "int4-g32", "int4-g64", "int4-g128",
+                          "gptq-int4", "awq-int4", "nf4", "nf4-dq")
+
+
 WEIGHT_FORMATS: dict[str, WeightFormat] = {f.name: f for f in [
     WeightFormat("fp32", 32, ("fp32",), 32, 32, description="IEEE fp32 everywhere"),
     WeightFormat("fp16", 16, ("fp16", "bf16", "fp32"), description="fp16 weights and activations"),

@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..quantization import DEQUANT_FITTED_FORMATS
 from .predict import Design, predict_time_s
 
 HUBER_DELTA = 0.15
 CAP_ITERATIONS = 20  # the capped fit starts from the uncapped solution: a few steps move the other parameters
 PRIOR_SD = 2.0
 RESIDUAL_SD = 0.1
-WEIGHT_ONLY_QUANTIZED = ("q4_0", "q8_0", "q4_k_m", "q5_k_m", "q6_k", "int8", "int4-g32", "int4-g64", "int4-g128",
-                         "gptq-int4", "awq-int4", "nf4", "nf4-dq")
+WEIGHT_ONLY_QUANTIZED = DEQUANT_FITTED_FORMATS  # planner/quantization.py
 # prior centre: the GPU kind defaults, a small GEMM half point, 10% dequantization cost
 PRIOR = {"bandwidth_fraction": 0.80, "compute_fraction": 0.70, "compute_half_rows": 16.0, "kernel_overhead_us": 3.0,
          "step_overhead_ms": 0.3, "matmul_tflops_per_watt": 1.0, "dequant": 0.10,

@@ -180,3 +180,14 @@ def test_estimate_compares_several_devices(capsys):
     assert [r["memory"]["fits"] for r in rows] == [False, True]
     code, out, _ = run(capsys, "estimate", "-m", "llama-3.1-70b", "-H", "h100-sxm,h200-sxm", *args)
     assert code == 0 and "h200-sxm" in out and "NO" in out and "TPOT" in out
+
+
+def test_a_quantized_format_a_runtime_never_measured_warns_on_stderr_once(capsys):
+    # llama.cpp's profile fits q4_0, q4_k_m and q8_0 dequantization costs, not q6_k's
+    code, out, err = run(capsys, "estimate", "-m", "llama-3-8b", "-H", "rtx-4090", "-w", "q6_k", "--runtime",
+                         "llamacpp", "--json")
+    assert code == 0 and err.count("no measured dequantization cost for q6_k") == 1
+    assert any("q6_k" in w for w in json.loads(out)["warnings"])
+    code, _, err = run(capsys, "estimate", "-m", "llama-3-8b", "-H", "rtx-4090", "-w", "q4_k_m", "--runtime",
+                       "llamacpp")
+    assert code == 0 and "dequantization" not in err
