@@ -71,7 +71,9 @@ def estimate_text(e: Estimate) -> str:
         f"{r.ridge_flop_per_byte:.0f} FLOP/byte",
         f"Efficiency: bandwidth {e.efficiency.bandwidth_fraction:.2f}, compute {e.efficiency.compute_fraction:.2f}"
         + (f" ({e.efficiency.format_compute_fraction[e.weights]:.2f} for {e.weights} GEMMs)"
-           if e.weights in e.efficiency.format_compute_fraction else "") + ", "
+           if e.weights in e.efficiency.format_compute_fraction else "")
+        + (f", {e.weights} dequantization +{e.efficiency.dequant_overhead[e.weights] * 100:.0f}% GEMM time"
+           if e.weights in e.efficiency.dequant_overhead else "") + ", "
         f"{e.efficiency.kernel_overhead_us:g} us/op, {e.efficiency.step_overhead_ms:g} ms/step  [{e.efficiency.source}]",
     ]
     if _sm_capped(e):

@@ -191,3 +191,15 @@ def test_a_quantized_format_a_runtime_never_measured_warns_on_stderr_once(capsys
     code, _, err = run(capsys, "estimate", "-m", "llama-3-8b", "-H", "rtx-4090", "-w", "q4_k_m", "--runtime",
                        "llamacpp")
     assert code == 0 and "dequantization" not in err
+
+
+def test_the_efficiency_line_names_the_fitted_dequantization_cost_of_the_format(capsys):
+    from planner.hardware import load_hardware
+    from planner.runtimes import load_runtime
+
+    spec = load_hardware("rtx-4090")
+    cost = load_runtime("llamacpp").for_unit(spec, spec.units[0]).efficiency.dequant_overhead["q4_k_m"]
+    code, out, _ = run(capsys, "estimate", "-m", "llama-3-8b", "-H", "rtx-4090", "-w", "q4_k_m", "--runtime",
+                       "llamacpp")
+    # the profile's fraction as a GEMM-time percentage (0.2202 -> +22%)
+    assert code == 0 and f"q4_k_m dequantization +{cost * 100:.0f}% GEMM time" in out
