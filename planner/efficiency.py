@@ -21,6 +21,7 @@ from .catalog_index import by_identity, folder_index, parsed
 from .errors import pydantic_one_line
 from .hardware import DATASHEET_EFFICIENCY, SPECS_DIR, ComputeUnit, Efficiency, HardwareSpec, default_efficiency
 from .io import read_yaml
+from .quantization import DEQUANT_FITTED_FORMATS
 
 CALIBRATION_DIR = SPECS_DIR / "calibration"
 
@@ -94,8 +95,6 @@ def unmeasured_dequant_warning(eff: Efficiency, fmt_name: str, runtime_id: str |
     (1 + overhead)) for this weight-only quantized format: the estimate then counts none for it
     (planner/roofline.py _device_model), which is optimistic, by up to the largest cost fitted for another format
     where the profile has one. None for a format without such a cost, or where it was fitted."""
-    from .quantization import DEQUANT_FITTED_FORMATS
-
     fitted = eff.dequant_overhead or {}
     if runtime_id is None or fmt_name in fitted or fmt_name not in DEQUANT_FITTED_FORMATS:
         return None

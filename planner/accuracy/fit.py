@@ -29,7 +29,6 @@ HUBER_DELTA = 0.15
 CAP_ITERATIONS = 20  # the capped fit starts from the uncapped solution: a few steps move the other parameters
 PRIOR_SD = 2.0
 RESIDUAL_SD = 0.1
-WEIGHT_ONLY_QUANTIZED = DEQUANT_FITTED_FORMATS  # planner/quantization.py
 # prior centre: the GPU kind defaults, a small GEMM half point, 10% dequantization cost
 PRIOR = {"bandwidth_fraction": 0.80, "compute_fraction": 0.70, "compute_half_rows": 16.0, "kernel_overhead_us": 3.0,
          "step_overhead_ms": 0.3, "matmul_tflops_per_watt": 1.0, "dequant": 0.10,
@@ -181,12 +180,12 @@ def pack(prob_formats: list[str], v: dict) -> np.ndarray:
                     + [np.log(v["dequant_overhead"][f]) for f in prob_formats])
 
 
-WEIGHT_FORMATS_SET = set(WEIGHT_ONLY_QUANTIZED)
+WEIGHT_FORMATS_SET = set(DEQUANT_FITTED_FORMATS)  # formats with a fitted dequant_overhead
 FORMAT_FRACTION_MIN_ROWS = 20
 
 
 def own_fraction_formats(row_formats) -> tuple[str, ...]:
-    """Weight formats without a fitted dequant_overhead (not WEIGHT_ONLY_QUANTIZED: fp16, bf16, fp8, mxfp4) that get
+    """Weight formats without a fitted dequant_overhead (not DEQUANT_FITTED_FORMATS: fp16, bf16, fp8, mxfp4) that get
     a compute fraction of their own (Efficiency.format_compute_fraction): where at least two such formats have >=
     FORMAT_FRACTION_MIN_ROWS rows each, every one of them but the one with the most rows (that one sets
     compute_fraction). A format with fewer rows shares compute_fraction."""
