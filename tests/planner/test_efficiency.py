@@ -9,10 +9,10 @@ def _eff(dequant):
     return Efficiency(bandwidth_fraction=0.9, compute_fraction=0.5, dequant_overhead=dequant, source="test")
 
 
-def test_an_unmeasured_quantized_format_names_the_fitted_costs_and_the_largest_as_the_bound():
+def test_an_unmeasured_quantized_format_names_the_fitted_costs_and_the_largest_for_comparison():
     w = unmeasured_dequant_warning(_eff({"q4_0": 0.07, "q8_0": 0.64}), "q6_k", "llamacpp")
-    # the fitted costs as GEMM-time percentages: 0.07 -> +7%, 0.64 -> +64%; the bound is the largest, 64%
-    assert w is not None and "q6_k" in w and "q4_0 +7%" in w and "q8_0 +64%" in w and "up to 64%" in w
+    # the fitted costs as GEMM-time percentages: 0.07 -> +7%, 0.64 -> +64%; the largest, 64%, for comparison
+    assert w is not None and "q6_k" in w and "q4_0 +7%" in w and "q8_0 +64%" in w and "cost up to 64%" in w
 
 
 def test_a_profile_with_no_quantized_rows_says_so():
