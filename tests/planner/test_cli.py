@@ -68,6 +68,8 @@ def test_sweep_writes_tables(tmp_path, capsys):
 BAD = [
     (["estimate", "-m", "llama-2-7x", "-H", "a100-40gb-sxm"], "did you mean llama-2-7b"),
     (["estimate", "-m", "llama-2-7b", "-H", "h10"], "unknown hardware 'h10'"),
+    # a product name without its memory variant: both variants (hardware_specs/rtx-3060-*.yaml) first
+    (["estimate", "-m", "llama-2-7b", "-H", "rtx-3060"], "did you mean rtx-3060-12gb, rtx-3060-8gb,"),
     (["estimate", "-m", "llama-2-7b", "-H", "a100-40gb-sxm", "-w", "int5"], "--weights: unknown format"),
     (["estimate", "-m", "llama-2-7b", "-H", "a100-40gb-sxm", "--kv-dtype", "int3"], "--kv-dtype"),
     (["estimate", "-m", "llama-2-7b", "-H", "a100-40gb-sxm", "--batch", "0"], "--batch"),
