@@ -14,6 +14,9 @@ import sys
 
 from .units import MAX_COUNT  # constants only: keeps the start-up light
 
+# the engine profiles of hardware_specs/runtimes/ (--runtime help; tests/planner/test_cli.py checks the list)
+RUNTIME_IDS = "vllm, sglang, tgi, lmdeploy, trtllm, llamacpp, gpt-fast, exllamav2, hf-eager"
+
 # modules that add subcommands (each has register(subparsers)); optional ones are skipped if absent
 _EXTENSIONS = ("validate.cli", "planner.cli_serving", "planner.cli_accuracy",
                "planner.cli_topologies")  # after cli_serving: adds --parallel/--method to its commands
@@ -65,9 +68,8 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", default="none", help="KV sizing rules: none, vllm, trtllm, sglang, llamacpp")
     p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree inside one node (default 1)")
     p.add_argument("--no-flash-attention", action="store_true", help="materialize the attention score matrix")
-    p.add_argument("--runtime", default=None, help="engine profile (vllm, sglang, tgi, lmdeploy, trtllm, llamacpp, "
-                   "gpt-fast, exllamav2, hf-eager): fitted efficiency and p10-p90 ranges (hardware_specs/runtimes/); "
-                   "default: the --engine's profile when one exists")
+    p.add_argument("--runtime", default=None, help=f"engine profile ({RUNTIME_IDS}): fitted efficiency and p10-p90 "
+                   "ranges (hardware_specs/runtimes/); default: the --engine's profile when one exists")
     eff = p.add_mutually_exclusive_group()
     eff.add_argument("--no-calibration", action="store_true", help="ignore calibration files (kind/device defaults)")
     eff.add_argument("--datasheet", action="store_true", help="plain roofline: efficiency 1.0, no overheads")
@@ -340,7 +342,8 @@ def build_parser(core_only: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--prompt", type=int_list, default=[512], help="comma-separated prompt lengths")
     p.add_argument("--output", type=int_list, default=[128], help="comma-separated output lengths")
     p.add_argument("--out", default=None, help="write .csv, .json or .md (default: print)")
-    p.add_argument("--runtime", default=None, help="serving runtime profile: llamacpp, trtllm, gpt-fast")
+    p.add_argument("--runtime", default=None, help=f"engine profile ({RUNTIME_IDS}): its fitted efficiency and unit, "
+                   "as in `planner estimate`")
     eff = p.add_mutually_exclusive_group()
     eff.add_argument("--no-calibration", action="store_true")
     eff.add_argument("--datasheet", action="store_true")

@@ -130,6 +130,14 @@ def _runtime_args(p) -> None:
     p.add_argument("--engine", default="none", help="KV sizing rules: none, vllm, trtllm, sglang, llamacpp")
 
 
+def _profile_arg(p) -> None:
+    """--runtime alone (commands without KV sizing rules): the profile's unit and fitted efficiency time the steps."""
+    from .cli import RUNTIME_IDS
+
+    p.add_argument("--runtime", default=None, help=f"engine profile ({RUNTIME_IDS}): its fitted efficiency and unit "
+                   "time the steps, as in `planner estimate --runtime`")
+
+
 def _runtime(args) -> str | None:
     """--runtime, else the profile `--engine` names where one exists, as `planner estimate` resolves it
     (planner.runtimes.runtime_for_engine)."""
@@ -222,6 +230,7 @@ def register(sub) -> None:
     p.add_argument("--prompt", "-p", type=_tokens, default=512)
     p.add_argument("--output", "-o", type=_tokens, default=128)
     p.add_argument("--json", action="store_true")
+    _profile_arg(p)
     _efficiency_args(p)
     p.set_defaults(func=cmd_batching)
 
@@ -236,6 +245,7 @@ def register(sub) -> None:
     p.add_argument("--context", type=_tokens, default=1024)
     p.add_argument("--batch", type=_bounded_int(1, 65536), default=1)
     p.add_argument("--json", action="store_true")
+    _profile_arg(p)
     _efficiency_args(p)
     p.set_defaults(func=cmd_speculative)
 
@@ -448,7 +458,7 @@ def _cmd_batching(args) -> int:
     from .serving import batching_table
 
     df = batching_table(args.model, args.hardware, args.batch, args.prompt, args.output, args.weights, args.kv_dtype,
-                        _eff(args))
+                        _eff(args), runtime=args.runtime)
     _warn_past_maximum(args.model, args.prompt + args.output)  # after the work: an error stays one line
     if args.json:
         print(df.to_json(orient="records", indent=2))
@@ -483,7 +493,7 @@ def _cmd_speculative(args) -> int:
 
     rows = [speculative(args.model, args.draft, args.hardware, g, args.acceptance, args.weights,
                         kv_dtype=getattr(args, "kv_dtype", "fp16"), context=args.context, batch=args.batch,
-                        efficiency=_eff(args)) for g in args.gamma]
+                        efficiency=_eff(args), runtime=args.runtime) for g in args.gamma]
     _warn_past_maximum(args.model, args.context)  # after the work: an error stays one line
     if args.json:
         print(_dump(rows))

@@ -314,7 +314,7 @@ def cmd_speculative_method(args) -> int:
         raise PlannerError(f"--acceptance-length: {tau:g} tokens per pass needs a draft length gamma >= {tau - 1:g}; "
                            f"got --gamma {','.join(map(str, args.gamma))}")
     rows = [speculative_method(args.model, args.hardware, args.method, g, alpha, tau, args.weights, args.kv_dtype,
-                               args.context, args.batch, _eff(args), args.tp) for g in gammas]
+                               args.context, args.batch, _eff(args), args.tp, runtime=args.runtime) for g in gammas]
     if args.json:
         print(_dump(rows))
         return 0

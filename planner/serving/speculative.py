@@ -8,7 +8,10 @@ tokens produced per target pass is (Leviathan et al., eq. 1):
 
 Their walltime speed-up with draft/target step cost ratio c, verification costing one target step, is
   (1 - alpha^(gamma + 1)) / ((1 - alpha) (gamma c + 1)).
-Here the step costs come from the core cost model on the same device: t_draft = a draft decode step,
+Here the step costs come from the core cost model on the same device: t_draft = a draft decode step (its
+operators only: the engine's fixed per-step cost, Efficiency.step_overhead_ms for scheduling, sampling and
+launch, is paid once per speculative iteration, by the verify pass, as vLLM / SGLang / TensorRT-LLM run the
+drafts inside the iteration),
 t_verify = a target forward of gamma + 1 new tokens after `context` cached ones with logits at every position
 (verify_time_s), t_target = one target decode step:
 
@@ -58,15 +61,16 @@ def draft_candidates(target) -> list[str]:
 
 
 def speculative(target, draft, hardware, gamma: int = 4, alpha: float = 0.7, weights: str = "fp16",
-                kv_dtype: str = "fp16", context: int = 1024, batch: int = 1, efficiency="auto") -> dict:
-    """Expected tokens per target step, step costs from the core, speed-up, and the break-even acceptance rate."""
+                kv_dtype: str = "fp16", context: int = 1024, batch: int = 1, efficiency="auto", runtime=None) -> dict:
+    """Expected tokens per target step, step costs from the core, speed-up, and the break-even acceptance rate.
+    runtime: a runtime profile id, whose unit and fitted efficiency time both models (serving.engine.device_for,
+    as `planner estimate --runtime`)."""
     from ..architecture import load_model
-    from ..efficiency import resolve_efficiency
     from ..hardware import load_hardware
     from ..latency import decode_step_time_s
-    from ..ops import weight_bytes
+    from ..ops import decode_ops, weight_bytes
     from ..quantization import kv_dtype as norm_kv, weight_format
-    from ..roofline import device_model, select_unit
+    from .engine import device_for
 
     tm = target if not isinstance(target, str) else load_model(target)
     dm = draft if not isinstance(draft, str) else load_model(draft)
@@ -76,8 +80,7 @@ def speculative(target, draft, hardware, gamma: int = 4, alpha: float = 0.7, wei
     spec = hardware if not isinstance(hardware, str) else load_hardware(hardware)
     fmt = weight_format(weights)
     kvd = norm_kv(kv_dtype)
-    u = select_unit(spec, fmt)
-    dev = device_model(spec, u, fmt, resolve_efficiency(spec, u, efficiency))
+    _, dev, _ = device_for(tm, spec, fmt, efficiency, runtime)
     # both models live on the device: weights + KV of the context for each, plus the runtime overhead
     from ..memory import runtime_overhead_bytes
     from ..ops import kv_bytes_per_sequence
@@ -89,7 +92,7 @@ def speculative(target, draft, hardware, gamma: int = 4, alpha: float = 0.7, wei
     verdict = (f"{'fits' if fits else 'does not fit'}: target + draft weights and KV need {need / 1e9:.2f} GB of "
                f"{cap / 1e9:.2f} GB usable")
     t_target = float(decode_step_time_s(tm, fmt, kvd, dev, batch, context))
-    t_draft = float(decode_step_time_s(dm, fmt, kvd, dev, batch, context))
+    t_draft = _tp_time(decode_ops(dm, fmt, kvd, batch, context), dev, dm, fmt, batch, 1, None, per_step=False)
     t_verify = verify_time_s(tm, fmt, kvd, dev, batch, gamma, context)
 
     def speed(a: float) -> float:
@@ -195,12 +198,15 @@ def speedup_from_costs(tau: float, gamma: int, t_target: float, t_draft: float, 
     return tau * t_target / (gamma * t_draft + t_verify)
 
 
-def _tp_time(ops, dev, m, fmt, tokens, tp, link):
+def _tp_time(ops, dev, m, fmt, tokens, tp, link, per_step: bool = True):
+    """Time of one forward of `ops` on tp devices: the operators, the all-reduces, and (per_step) the engine's fixed
+    per-step cost; a draft forward runs inside the iteration its verify pass pays that cost for (module docstring)."""
     from ..roofline import step_time_s, time_ops
     from .parallelism import split_ops, tp_comm_time_s
 
-    return float(step_time_s(time_ops(split_ops(ops, m, tp), dev), dev)) + float(
-        tp_comm_time_s(m, fmt, tokens, tp, link))
+    times = time_ops(split_ops(ops, m, tp), dev)
+    ops_s = float(step_time_s(times, dev)) if per_step else float(sum(ot.time_s for ot in times))
+    return ops_s + float(tp_comm_time_s(m, fmt, tokens, tp, link))
 
 
 def verify_time_s(m, fmt, kv_dtype, dev, batch: int, gamma: int, context: int, tp: int = 1, link=None) -> float:
@@ -226,20 +232,20 @@ def draft_step_time_s(target, method: str, fmt, kv_dtype, dev, batch: int, conte
     h, a, T = target.hidden_size, activation_bytes(fmt), float(batch)
     fuse = OpCost("fusion_proj", "decode", 1, 2 * T * 2 * h * h, 2 * h * h * fmt.bytes_per_weight, T * 3 * h * a,
                   compute=MATMUL)
-    return _tp_time(step_ops(head, fmt, kv_dtype, "decode", batch, 1, context) + [fuse], dev, head, fmt, T, tp, link)
+    return _tp_time(step_ops(head, fmt, kv_dtype, "decode", batch, 1, context) + [fuse], dev, head, fmt, T, tp, link,
+                    per_step=False)
 
 
 def speculative_method(target, hardware, method: str = "eagle", gamma: int = 3, alpha: float | None = None,
                        tau: float | None = None, weights: str = "fp16", kv_dtype: str = "fp16", context: int = 1024,
-                       batch: int = 1, efficiency="auto", tp: int = 1, draft=None) -> dict:
+                       batch: int = 1, efficiency="auto", tp: int = 1, draft=None, runtime=None) -> dict:
     """Speed-up of one speculative method on `tp` devices of `hardware` (tp = 1: one device). method 'draft' is
-    `speculative` (a separate draft model, single device)."""
+    `speculative` (a separate draft model, single device). runtime: as in `speculative`."""
     from ..architecture import load_model
-    from ..efficiency import resolve_efficiency
     from ..hardware import load_hardware
     from ..ops import kv_bytes_per_sequence, weight_bytes
     from ..quantization import kv_dtype as norm_kv, weight_format
-    from ..roofline import device_model, select_unit
+    from .engine import device_for
     from .parallelism import check_tp, kv_split, node_for
 
     if method not in METHODS:
@@ -252,7 +258,7 @@ def speculative_method(target, hardware, method: str = "eagle", gamma: int = 3, 
         if tp != 1:
             raise PlannerError("--tp: the draft-model method is modelled on one device; allowed: 1")
         r = speculative(target, draft, hardware, gamma, alpha if alpha is not None else 0.7, weights, kv_dtype,
-                        context, batch, efficiency)
+                        context, batch, efficiency, runtime)
         return r | {"method": "draft", "acceptance_length": r["expected_tokens_per_step"], "tp": 1}
     tm = target if not isinstance(target, str) else load_model(target)
     spec = hardware if not isinstance(hardware, str) else load_hardware(hardware)
@@ -262,8 +268,7 @@ def speculative_method(target, hardware, method: str = "eagle", gamma: int = 3, 
     if tp > node.gpus_per_node:
         raise PlannerError(f"--tp: {tp} exceeds the {node.gpus_per_node} device(s) of one {node.name} node")
     link = node.intra_link() if tp > 1 else None
-    u = select_unit(spec, fmt)
-    dev = device_model(spec, u, fmt, resolve_efficiency(spec, u, efficiency))
+    _, dev, _ = device_for(tm, spec, fmt, efficiency, runtime)
     tau_v = acceptance_length(gamma, alpha, tau)
     from .parallelism import tp_step_time_s
 

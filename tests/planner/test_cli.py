@@ -205,3 +205,28 @@ def test_the_efficiency_line_names_the_fitted_dequantization_cost_of_the_format(
                        "llamacpp")
     # the profile's fraction as a GEMM-time percentage (0.2202 -> +22%)
     assert code == 0 and f"q4_k_m dequantization +{cost * 100:.0f}% GEMM time" in out
+
+
+def test_the_runtime_help_lists_every_profile():
+    """--runtime's help (estimate, sweep, batching, speculative) names the profiles that hardware_specs/runtimes/
+    holds, no more and no fewer."""
+    from planner.cli import RUNTIME_IDS
+    from planner.runtimes import list_runtime_ids
+
+    assert sorted(RUNTIME_IDS.split(", ")) == sorted(list_runtime_ids())
+
+
+def test_batching_takes_a_runtime_profile(capsys):
+    """`planner batching --runtime` sizes and times each batch through `planner estimate --runtime`'s code: the eager
+    profile's step at batch 8 is estimate's TPOT there, the article's 65 ms of issue 11 within 10%
+    (tests/accuracy/test_accuracy_targets.py derives the table)."""
+    from planner.estimate import estimate
+
+    assert main(["batching", "-m", "llama-2-7b", "-H", "a100-80gb-sxm", "--runtime", "hf-eager", "--batch", "1,8",
+                 "--prompt", "2048", "--output", "128", "--json"]) == 0
+    rows = {r["batch"]: r for r in json.loads(capsys.readouterr().out)}
+    e = estimate("llama-2-7b", "a100-80gb-sxm", "fp16", batch=8, prompt=2048, output=128, runtime="hf-eager")
+    assert rows[8]["step_ms"] == pytest.approx(e.decode.latency_ms_per_token, rel=1e-9)
+    assert rows[8]["step_ms"] == pytest.approx(65.0, rel=0.10)
+    assert main(["batching", "-m", "llama-2-7b", "-H", "a100-80gb-sxm", "--runtime", "nope"]) == 2
+    assert "--runtime: unknown runtime 'nope'" in capsys.readouterr().err

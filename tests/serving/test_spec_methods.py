@@ -87,3 +87,40 @@ def test_cli_speculative_methods(capsys):
     assert main(["speculative", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--method", "ngram",
                  "--acceptance-length", "5", "--gamma", "1,2"]) == 2
     assert capsys.readouterr().err.startswith("error: --acceptance-length:")
+
+
+def test_the_engine_step_cost_is_paid_once_per_speculative_iteration():
+    """A fixed per-step cost S (Efficiency.step_overhead_ms: scheduling, sampling, launch) belongs to the engine's
+    iteration: the baseline decode step and the verify pass each pay it once, the gamma draft forwards inside the
+    iteration do not (vLLM / SGLang / TensorRT-LLM run them there). Adding 10 ms to S on the plain roofline must
+    therefore add exactly 10 ms to the target and verify steps, nothing to the draft step, and turn the speed-up
+    into tau (t_target + 10) / (gamma t_draft + t_verify + 10)."""
+    from planner.hardware import DATASHEET_EFFICIENCY
+
+    slow = DATASHEET_EFFICIENCY.model_copy(update={"step_overhead_ms": 10.0})
+    for method, draft in (("eagle", None), ("draft", "llama-3.2-1b")):
+        kw = dict(gamma=4, tau=3.0) if method == "eagle" else dict(gamma=4, alpha=0.7)
+        a = speculative_method("llama-3.1-8b", "h100-sxm", method, efficiency="datasheet", draft=draft, **kw)
+        b = speculative_method("llama-3.1-8b", "h100-sxm", method, efficiency=slow, draft=draft, **kw)
+        assert b["target_step_ms"] - a["target_step_ms"] == pytest.approx(10.0, rel=1e-9)
+        assert b["verify_step_ms"] - a["verify_step_ms"] == pytest.approx(10.0, rel=1e-9)
+        assert b["draft_step_ms"] == pytest.approx(a["draft_step_ms"], rel=1e-12)
+        tokens = 3.0 if method == "eagle" else (1 - 0.7 ** 5) / (1 - 0.7)
+        assert b["speedup"] == pytest.approx(tokens * b["target_step_ms"]
+                                             / (4 * b["draft_step_ms"] + b["verify_step_ms"]), rel=1e-9)
+
+
+def test_speculative_takes_a_runtime_profile(capsys):
+    """`planner speculative --runtime` times target, draft and verify with the profile's fitted efficiency, as
+    `planner estimate --runtime` does: its target step is estimate's decode step at the same context (a prompt of
+    `context` - 1 tokens and 2 outputs: the one decode step runs after `context` cached tokens)."""
+    from planner.estimate import estimate
+
+    assert main(["speculative", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--method", "eagle", "--gamma", "3",
+                 "--context", "1024", "--runtime", "vllm", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)[0]
+    e = estimate("llama-3.1-8b", "h100-sxm", "fp16", batch=1, prompt=1024, output=2, runtime="vllm")
+    assert r["target_step_ms"] == pytest.approx(e.decode.latency_ms_per_token, rel=1e-6)
+    assert main(["speculative", "-m", "llama-3.1-8b", "-H", "apple-m2-ultra", "--runtime", "trtllm",
+                 "--draft", "llama-3.2-1b"]) == 2
+    assert "--runtime: trtllm has no profile for Apple gpu units" in capsys.readouterr().err
