@@ -17,11 +17,11 @@ class DoesNotFit(PlannerError):
 def unknown_id(kind: str, name: str, known: list[str], listing: str | None = None) -> PlannerError:
     """'unknown hardware 'h10': did you mean h100-sxm, h100-pcie? (see `planner hardware list`)'. Variants of the
     name come first (ids that start with it: 'rtx-3060' -> rtx-3060-12gb, rtx-3060-8gb), then the closest spellings
-    (difflib), at most 4 in all."""
+    (difflib): 4 names, or up to 6 where the variants alone are more."""
     key = name.strip().lower()
     variants = sorted(k for k in known if key and k.lower().startswith(key))
     close = variants + [k for k in difflib.get_close_matches(name, known, n=4, cutoff=0.4) if k not in variants]
-    close = close[:max(4, len(variants[:6]))]
+    close = close[:max(4, min(len(variants), 6))]
     hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(sorted(known)[:12])}..."
     return PlannerError(f"unknown {kind} '{name}': {hint} (see `planner {listing or kind} list`)")
 
