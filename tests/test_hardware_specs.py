@@ -20,7 +20,8 @@ NVIDIA_DATACENTER = [
 ]
 AMD_DATACENTER = ["mi300x", "mi250x-gcd"]
 CONSUMER = [
-    "rtx-3060-12gb", "rtx-3070", "rtx-3080", "rtx-3080-ti", "rtx-3090", "rtx-4070-ti", "rtx-4080", "rtx-4090", "rtx-5090",
+    "rtx-3060-12gb", "rtx-3070", "rtx-3080", "rtx-3080-ti", "rtx-3090", "rtx-3090-ti", "rtx-4070-ti", "rtx-4080",
+    "rtx-4090", "rtx-5090",
 ]
 EDGE = ["dgx-spark", "jetson-agx-orin-64gb"]
 APPLE = [
@@ -86,6 +87,11 @@ def test_required_ids_exist(catalog):
         ("rtx-5080", "fp4", 1801 / 2),
         # GeForce half rate: RTX 5070 Ti 1,406 sparse-FP4 AI TOPS -> fp16 (FP32 accumulate) = 1406 / 16
         ("rtx-5070-ti", "fp16", 1406 / 16),
+        # RTX 3090 Ti product page: 21 Gbps x 384-bit / 8 = 1,008 GB/s; '320 Tensor TFLOPS' = sparse FP16 with FP16
+        # accumulate -> dense 160, GeForce FP32-accumulate half rate 80, INT8 2 x 160 = 320
+        ("rtx-3090-ti", "bandwidth", 21 * 384 / 8),
+        ("rtx-3090-ti", "fp16", 320 / 2 / 2),
+        ("rtx-3090-ti", "int8", 320),
         # Turing whitepaper, RTX 2080 Ti: FP16 tensor with FP32 accumulate 53.8 (reference board)
         ("rtx-2080-ti", "fp16", 53.8),
         # AMD data sheets list dense: MI325X FP16 1,307.4 at 6 TB/s; MI355X FP8 5.0 PF at 8 TB/s

@@ -95,8 +95,14 @@ def _add_units(df):
 
 # GEMM-library parameters: properties of the kernels on one hardware class (Metal vs cuBLAS vs rocBLAS), not of the
 # engine; when an engine's parameters come from another class (fewer than MIN_FIT_ROWS rows of its own class in
-# the fit) they fall back to the prior (fit.PRIOR)
+# the fit) they fall back to the prior (fit.PRIOR). They fall back too where a local engine is predicted from its
+# family (OWN_KERNEL_FAMILIES): each local engine brings its own matmul kernels (llama.cpp's ggml MMQ / mat-vec,
+# ExLlamaV2's GPTQ/EXL2 kernels, gpt-fast's torch.compile GEMMs), so one's compute fraction and GEMM half point say
+# nothing about another's (llama.cpp's 20-row half point made ExLlamaV2's batch-1 GPTQ decode compute bound on an
+# RTX 3090 Ti: 30-64% slow; the prior: 5-23%); the serving engines share cuBLAS / CUTLASS-class GEMMs, and theirs
+# transfer (resetting them too: prefill p90 49 -> 57%).
 COMPUTE_KEYS = ("compute_fraction", "compute_half_rows")
+OWN_KERNEL_FAMILIES = frozenset({"local"})
 
 
 def _fit(df, d: Design, mask: np.ndarray, fp16_acc: bool, cls: str | None = None, level: str = "engine",
@@ -104,7 +110,8 @@ def _fit(df, d: Design, mask: np.ndarray, fp16_acc: bool, cls: str | None = None
     """Parameters fitted on the masked rows (each row keeps its engine's fp16-accumulate setting); the result
     carries fp16_acc, the setting of the engine it is for. With cls set and fewer than MIN_FIT_ROWS of the rows from
     that class, the compute parameters are reset to the prior (COMPUTE_KEYS): a handful of rows cannot outweigh
-    another class's GEMM library in the pooled fit. The SM bandwidth cap (fit.fit_design sm_cap) is tried only at
+    another class's GEMM library in the pooled fit; so are they for a local engine predicted from its family
+    (OWN_KERNEL_FAMILIES: each brings its own matmul kernels). The SM bandwidth cap (fit.fit_design sm_cap) is tried only at
     level `engine`: it belongs to one engine's kernels on one hardware class, so neither another class nor the
     pooled family passes it on."""
     from .fit import PRIOR
@@ -118,7 +125,8 @@ def _fit(df, d: Design, mask: np.ndarray, fp16_acc: bool, cls: str | None = None
                            sync_mma=df.loc[mask, "sync_mma"].to_numpy(dtype=np.float64))
     params["fp16_accumulate"] = bool(fp16_acc)
     params["sync_mma"] = bool(sync_mma)
-    if cls is not None and (df.loc[mask, "hw_class"] == cls).sum() < MIN_FIT_ROWS:
+    own_kernels = level == "family" and set(df.loc[mask, "family"]) <= OWN_KERNEL_FAMILIES
+    if own_kernels or (cls is not None and (df.loc[mask, "hw_class"] == cls).sum() < MIN_FIT_ROWS):
         params.update({k: PRIOR[k] for k in COMPUTE_KEYS}, format_compute_fraction={})
     return params
 

@@ -91,6 +91,7 @@ HARDWARE_IDS = {
     "NVIDIA A100 80GB": "a100-80gb-sxm",
     "NVIDIA A100-80G": "a100-80gb-sxm",  # LMDeploy's "A100-80G(x8)" box: SXM assumed
     "NVIDIA GeForce RTX 4090": "rtx-4090",
+    "NVIDIA GeForce RTX 3090 Ti": "rtx-3090-ti",
     "NVIDIA H200": "h200-sxm",
     "NVIDIA DGX Spark (GB10)": "dgx-spark",
     "Intel Arc Pro B60": "arc-pro-b60",  # TP ranks -> cards not stated (measured_serving.md); one card per rank assumed

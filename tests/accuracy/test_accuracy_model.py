@@ -491,3 +491,27 @@ def test_lmdeploy_request_throughput_runs_are_steady_state(prepared):
     steps, work = steps_of_row(t7)
     assert work == 0 and steps[0] == ("decode", 256, 1, 247 + 116, 1.0)
     assert steps[1] == ("prefill", 256, 247, 0, pytest.approx(1 / 232))
+
+
+def test_a_local_engine_predicted_from_its_family_keeps_the_documented_compute_defaults(prepared):
+    """Each local engine brings its own matmul kernels (benchmark.OWN_KERNEL_FAMILIES), so a local-family fit passes
+    on no compute fraction or GEMM half point: fitted on llama.cpp's NVIDIA rows alone at level `family`, both are the
+    prior's (fit.PRIOR: 0.70 and 16 rows, the GPU kind defaults), while the serving family's pooled fit keeps its own.
+    ExLlamaV2's committed NVIDIA profile (no fit level of its own: 8 rows of one source) therefore computes at the
+    defaults. Its batch-1 GPTQ decode on an RTX 3090 Ti, LLaMA-7B, stays bandwidth bound: 181 tok/s measured
+    (ExLlamaV2 README), predicted within 25% (with llama.cpp's 20-row half point it was 60% slow)."""
+    from planner.accuracy.benchmark import _fit
+    from planner.accuracy.fit import PRIOR
+
+    df, d = prepared[0], prepared[2]
+    fit_ok = (df["anomalous"] == "").to_numpy()
+    local = fit_ok & (df["runtime"] == "llamacpp").to_numpy() & (df["hw_class"] == "nvidia-gpu").to_numpy()
+    p = _fit(df, d, local, fp16_acc=False, cls="nvidia-gpu", level="family")
+    assert p["compute_fraction"] == PRIOR["compute_fraction"] and p["compute_half_rows"] == PRIOR["compute_half_rows"]
+    serving = fit_ok & (df["family"] == "serving").to_numpy() & (df["hw_class"] == "nvidia-gpu").to_numpy()
+    q = _fit(df, d, serving, fp16_acc=False, cls="nvidia-gpu", level="family")
+    assert q["compute_half_rows"] != PRIOR["compute_half_rows"]
+    ex = load_runtime("exllamav2").classes[0]
+    assert ex.fit.level == "family" and ex.efficiency.compute_half_rows == PRIOR["compute_half_rows"]
+    e = estimate("llama-2-7b", "rtx-3090-ti", "gptq-int4", batch=1, prompt=128, output=128, runtime="exllamav2")
+    assert 1000 / e.decode.latency_ms_per_token == pytest.approx(181.0, rel=0.25)
