@@ -58,8 +58,8 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
                    "model folder (config.json + safetensors) or a .gguf file")
     p.add_argument("--hardware", "-H", required=True,
                    help="catalog id (planner hardware list) or path to a spec YAML; several, comma-separated, compare")
-    p.add_argument("--weights", "-w", default=None, help="weight format (fp16, bf16, fp8, int8, int4-g128, q4_0, ...); "
-                   "default: the model file's own (exact bytes), else fp16")
+    p.add_argument("--weights", "-w", default=None, help="weight format (fp16, bf16, fp8, int8, int4-g128, gptq-int4, q4_0, "
+                   "q4_k_m, exl2-4.0, ...); default: the model file's own (exact bytes), else fp16")
     p.add_argument("--kv-dtype", default="fp16", help="KV-cache dtype: fp16, bf16, fp8, int8, int4")
     p.add_argument("--batch", "-b", type=positive_int, default=1, help="concurrent sequences")
     p.add_argument("--prompt", "-p", type=positive_int, default=512, help="prompt tokens per sequence")

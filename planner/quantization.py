@@ -16,7 +16,9 @@ Effective bits per weight (bpw) = bits + scale_bits / group + zero_bits / group:
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .errors import PlannerError
 
@@ -123,11 +125,30 @@ _KV_ALIASES = {"f16": "fp16", "auto": "fp16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp
 FLASHMLA_FP8_TILE = 128
 
 
+# ExLlamaV2's EXL2: a variable-bitrate weight-only format (each layer quantized at a mix of 2-8 bits with group
+# scales, to a target average), named by that average: exl2-4.0 or exl2_4.0bpw; bits between EXL2_BITS
+EXL2_BITS = (2.0, 8.0)
+EXL2_HEAD_BITS = 6.0  # exllamav2 convert.py: the LM head at -hb 6 by default; the embedding table stays fp16
+_EXL2 = re.compile(r"^exl2[-_]?([0-9]+(?:\.[0-9]+)?)(?:bpw)?$")
+
+
+@lru_cache(maxsize=None)  # one object per bitrate: the device models are cached by identity
+def exl2_format(bits: float) -> WeightFormat:
+    """EXL2 at `bits` average bits per weight (scales included, as the converter's target counts them)."""
+    return WeightFormat(f"exl2-{bits:g}", float(bits), _WO, 16.0, EXL2_HEAD_BITS,
+                        description=f"ExLlamaV2 EXL2 at {bits:g} bits per weight on average (mixed 2-8 bit groups, "
+                                    f"scales included); LM head {EXL2_HEAD_BITS:g} bits, embeddings 16")
+
+
 def weight_format(name: str) -> WeightFormat:
     key = _ALIASES.get(name.lower(), name.lower())
-    if key not in WEIGHT_FORMATS:
-        raise PlannerError(f"--weights: unknown format '{name}'; allowed: {', '.join(WEIGHT_FORMATS)}")
-    return WEIGHT_FORMATS[key]
+    if key in WEIGHT_FORMATS:
+        return WEIGHT_FORMATS[key]
+    m = _EXL2.match(key)
+    if m and EXL2_BITS[0] <= float(m.group(1)) <= EXL2_BITS[1]:
+        return exl2_format(float(m.group(1)))
+    raise PlannerError(f"--weights: unknown format '{name}'; allowed: {', '.join(WEIGHT_FORMATS)}, "
+                       f"exl2-<bits> (ExLlamaV2, {EXL2_BITS[0]:g}-{EXL2_BITS[1]:g} bits per weight)")
 
 
 def kv_dtype(name: str) -> str:

@@ -12,6 +12,7 @@ import pytest
 
 from planner import estimate
 from planner.architecture import from_hf_config, load_model
+from planner.errors import PlannerError
 from planner.hardware import load_hardware
 from planner.memory import (EngineSettings, activation_bytes_peak, max_batch, max_context, plan_memory,
                             runtime_overhead_bytes, window_capped)
@@ -264,6 +265,25 @@ def test_kv_formats_with_scales():
     # FlashMLA fp8: 512 fp8 latent + 4 fp32 tile scales + 64 bf16 rope = 656 B per token per layer, 61 layers
     assert kv_bytes_per_token(ds, "fp8") == 61 * 656
     assert kv_bytes_per_token(ds, "bf16") == 61 * 576 * 2
+
+
+
+def test_exl2_weights_by_hand():
+    """ExLlamaV2's EXL2 at b bits per weight (the converter's average, scales included): the quantized linear layers at
+    b bits, the LM head at 6 (convert.py -hb default), the embedding table and norms in fp16. Llama-2-70B
+    (68,976,648,192 parameters; embedding and head 32,000 x 8,192 = 262,144,000 each; 161 norms x 8,192) at 2.5 bpw:
+    68,451,041,280 x 2.5/8 + 262,144,000 x (2 + 6/8) + 1,318,912 x 2 = 22,114,484,224 B: the 70B that ExLlamaV2's
+    README runs on one 24 GB RTX 4090. Any bitrate in 2-8 parses (exl2-4.65, exl2_4.0bpw), outside it is refused."""
+    m = load_model("llama-2-70b")
+    f = weight_format("exl2_2.5bpw")
+    assert f is weight_format("exl2-2.5") and f.name == "exl2-2.5" and f.weight_only
+    linear = 68_976_648_192 - 2 * 262_144_000 - 161 * 8192
+    assert weight_bytes(m, f) == pytest.approx(linear * 2.5 / 8 + 262_144_000 * (2 + 6 / 8) + 161 * 8192 * 2, rel=1e-9)
+    assert weight_bytes(m, f) == pytest.approx(22_114_484_224, rel=1e-9)
+    assert weight_format("EXL2-4.65").bits_per_weight == 4.65
+    for bad in ("exl2-1.5", "exl2-9", "exl2-"):
+        with pytest.raises(PlannerError, match=r"--weights: unknown format .*exl2-<bits> \(ExLlamaV2, 2-8 bits"):
+            weight_format(bad)
 
 
 # ---------------------------------------------------------------- chunked prefill
