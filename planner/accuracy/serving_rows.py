@@ -59,6 +59,11 @@ throughput rows are 10-40% optimistic): the spread of the lengths (a long output
 running sequences hold more context than P + O/2: P + O for exponential-like outputs), the host work of admitting
 requests every iteration, the ramp-up and drain of the run (B of N requests each), KV capacity (the run prints no
 pool).
+Offline ShareGPT runs (SGLang v0.3.0 vs vLLM 0.6.0, sglang_benchmark_vllm060_readme_2024-09: 5,000 prompts sent at
+once, `steady` too): O = the printed output tok/s / req/s, P = SHAREGPT_MEAN_PROMPT (the source prints no input total;
+the same bench_serving sample's mean from the maintainers' rerun), and B = the sequences the engine keeps in flight:
+as many as its KV pool holds at P + O/2 tokens each under the run's memory fraction (planner.memory.max_batch), at
+most vLLM 0.6's max_num_seqs 256 (offline_running).
 Rows with variable lengths (ShareGPT) at a request rate are a simulator workload, not a fixed-shape step, and are
 listed unmapped; so are expert-parallel multi-node runs and devices, models or formats without a catalog entry.
 """
@@ -171,6 +176,47 @@ def steady_lengths(notes: str, output_tok_s: float | None) -> tuple[float, float
     return (float(tot.group(1)) - out) / n, out / n
 
 
+OFFLINE_RUN = "'Offline benchmark results' table"  # the notes of the SGLang-vs-vLLM offline ShareGPT rows
+# mean ShareGPT prompt of sglang.bench_serving with a Llama-3 tokenizer (the source prints no input total):
+# 453,502 input tokens over 2,000 prompts in the SGLang maintainers' rerun of the same comparison
+# (https://github.com/sgl-project/sglang/issues/1639, 2024-10-17; its output mean, 188.2, is within 3% of these runs'
+# own 194.3)
+SHAREGPT_MEAN_PROMPT = 453_502 / 2_000
+OFFLINE_SETTINGS = {  # the engines' memory settings in the runs (measured_serving.md, the rows' framework column)
+    "vllm": {"vllm_version": "v0", "gpu_memory_utilization": 0.9, "max_model_len": 4096},  # vLLM 0.6.0 (V0 engine)
+    "sglang": {"gpu_memory_utilization": 0.88},                                            # mem_fraction_static
+}
+
+
+def offline_lengths(notes: str) -> tuple[float, float] | None:
+    """(mean prompt, mean output) of an offline ShareGPT run (all prompts sent at once): O = output token throughput
+    / request throughput, both printed (SGLang v0.3.0 on an A100, Llama-3.1-8B: 4,281.51 / 22.03 = 194.35),
+    P = SHAREGPT_MEAN_PROMPT; None for other rows."""
+    if OFFLINE_RUN not in str(notes):
+        return None
+    m = re.search(r"request throughput ([0-9.]+) req/s, output token throughput ([0-9.]+) tok/s", str(notes))
+    if not m or float(m.group(1)) <= 0:
+        return None
+    return SHAREGPT_MEAN_PROMPT, float(m.group(2)) / float(m.group(1))
+
+
+def offline_running(runtime: str, model: str, weights: str, kv: str, hardware: str, P: int, O: int, tp: int) -> int:
+    """Sequences an offline run keeps in flight: as many as the engine's KV pool holds at the mean context a running
+    sequence has, P + O/2 (planner.memory.max_batch under the run's settings, the cache split over the TP group), at
+    most the engine's running limit (vLLM 0.6: max_num_seqs 256; SGLang sizes its running batch from the pool)."""
+    from ..architecture import load_model
+    from ..hardware import load_hardware
+    from ..memory import EngineSettings, max_batch
+    from ..quantization import weight_format
+    from ..scheduler_defaults import PLANNER_DEFAULTS
+    from ..serving.parallelism import kv_split
+
+    m = load_model(model)
+    n = max_batch(m, weight_format(weights), kv, P, max(1, O // 2), load_hardware(hardware), runtime,
+                  EngineSettings(**OFFLINE_SETTINGS[runtime]), tp=tp, kv_ways=kv_split(m, tp))
+    return max(1, min(n, PLANNER_DEFAULTS.max_num_seqs) if runtime == "vllm" else n)
+
+
 def _run_key(r: dict) -> tuple:
     return (r["source_id"], r["hardware_detail"], r["model"], r["batch"])
 
@@ -204,7 +250,8 @@ def map_serving_row(r: dict, hw_known: set, models_known: set,
         steady = steady_lengths(r["notes"], out)
         if steady is None:
             return None, "request-throughput run without the printed totals its mean lengths come from"
-    if steady is None and (isinstance(batch, float) and math.isnan(batch) or (
+    offline = offline_lengths(r["notes"]) if metric == "throughput_tok_s" else None
+    if steady is None and offline is None and (isinstance(batch, float) and math.isnan(batch) or (
             metric != "decode_tok_s_per_seq" and isinstance(r["input_len"], float) and math.isnan(r["input_len"]))):
         return None, ("variable prompt/output lengths (ShareGPT) at a request rate or with no fixed batch: a "
                       "simulator workload, not a fixed-shape step")
@@ -217,6 +264,9 @@ def map_serving_row(r: dict, hw_known: set, models_known: set,
     if runtime is None:
         return None, f"framework '{r['framework']}' has no engine"
     kind, scale = METRICS[metric]
+    if offline is not None:
+        steady = offline
+        batch = offline_running(runtime, model, wf, kv, hw, int(round(offline[0])), int(round(offline[1])), tp)
     B = int(batch)
     if TTFT_MODES.get(src) == "queue" and B > SERVER_MAX_SEQS:
         return None, (f"{B} requests at once exceed the server's default {SERVER_MAX_SEQS} running sequences: they "

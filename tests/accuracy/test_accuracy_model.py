@@ -479,7 +479,7 @@ def test_lmdeploy_request_throughput_runs_are_steady_state(prepared):
     assert (P, O) == (pytest.approx(2721.112 / 10.275), pytest.approx(2562.435 / 10.275))
     assert steady_lengths("no totals here", 100.0) is None and steady_lengths(notes, None) is None
     df = prepared[0]
-    st = df[df["ttft_mode"] == "steady"]
+    st = df[(df["ttft_mode"] == "steady") & (df["runtime"] == "lmdeploy")]
     assert len(st) == 17 and set(st["source"]) == {"lmdeploy_a100_fp16_v0.1.0", "lmdeploy_a100_fp16_v0.2.0"}
     r7 = st[(st["model"] == "llama-2-7b") & (st["batch"] == 64)].iloc[0].to_dict()
     assert (r7["prompt"], r7["output"], r7["kind"]) == (265, 249, "throughput")
@@ -519,3 +519,32 @@ def test_a_local_engine_predicted_from_its_family_keeps_the_documented_compute_d
     r = rows[(rows["source"] == "exllamav2_readme_2023-09") & (rows["hardware"] == "rtx-3090-ti")
              & (rows["model"] == "llama-2-7b") & (rows["weights"] == "gptq-int4")].iloc[0]
     assert r["level"] == "family" and r["pred_loso"] == pytest.approx(181.0, rel=0.20)
+
+
+def test_offline_sharegpt_runs_are_steady_state_at_the_pool_the_engine_holds(prepared):
+    """SGLang v0.3.0 vs vLLM 0.6.0, 5,000 ShareGPT prompts sent at once (sglang benchmark_vllm_060 README): the mean
+    output is the printed output tok/s over req/s (SGLang, Llama-3.1-8B on one A100: 4,281.51 / 22.03 = 194.35), the
+    mean prompt 453,502 / 2,000 = 226.75 tokens (the maintainers' rerun, sglang#1639: the source prints no input
+    total). The engine keeps as many sequences in flight as its KV pool holds at P + O/2 tokens each, under the run's
+    memory fraction (planner.memory.max_batch, the rule every command sizes memory with): SGLang's pool sets its
+    batch, vLLM 0.6 stops at max_num_seqs 256. A cycle is then one static batch of B (steps_of_row, `steady`)."""
+    from planner.accuracy.serving_rows import SHAREGPT_MEAN_PROMPT, offline_lengths
+    from planner.memory import EngineSettings, max_batch
+
+    notes = ("'Offline benchmark results' table: 5000 ShareGPT prompts sent at once (request rate inf); request "
+             "throughput 22.03 req/s, output token throughput 4281.51 tok/s.")
+    P, O = offline_lengths(notes)
+    assert P == SHAREGPT_MEAN_PROMPT == pytest.approx(226.751) and O == pytest.approx(4281.51 / 22.03)
+    assert offline_lengths("Median TTFT; request rate 4 req/s.") is None
+    df = prepared[0]
+    rows = df[df["source"] == "sglang_benchmark_vllm060_readme_2024-09"]
+    assert len(rows) == 4 and set(rows["kind"]) == {"throughput"} and set(rows["ttft_mode"]) == {"steady"}
+    sg = rows[(rows["runtime"] == "sglang") & (rows["tp"] == 1)].iloc[0].to_dict()
+    vl = rows[(rows["runtime"] == "vllm") & (rows["tp"] == 1)].iloc[0].to_dict()
+    assert (sg["prompt"], sg["output"], vl["output"]) == (227, 194, 194)  # 4132.37 / 21.27 = 194.28 for vLLM
+    pool = max_batch(load_model("llama-3.1-8b"), weight_format("bf16"), "bf16", 227, 97,
+                     load_hardware("a100-80gb-sxm"), "sglang", EngineSettings(gpu_memory_utilization=0.88))
+    assert sg["batch"] == pool > 1000
+    assert vl["batch"] == 256
+    steps, work = steps_of_row(vl)
+    assert work == 256 * 194 and steps[0] == ("prefill", 256, 227, 0, 1.0)
