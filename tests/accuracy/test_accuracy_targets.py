@@ -18,6 +18,9 @@ reports/accuracy.md): every regime with >= 20 rows must
     session 21 (the grouped GEMM ratio from the MoE tables, LMDeploy's request-throughput runs and InternLM-20B
     mapped, 10-row fit levels, dstack's N > 1 throughput rows of unfixed output lengths listed unmapped, llama.cpp's
     fp32 score matrix): decode_b1 8.9 / 25.7, decode_batched 8.9 / 33.1, prefill 15.6 / 52.0, e2e 9.3 / 19.8;
+    session 26 (1,430 rows: all 22 ExLlamaV2 rows and SGLang's offline ShareGPT runs mapped, a local engine's
+    family fallback at the default compute parameters): decode_b1 9.0 / 26.2, decode_batched 8.5 / 31.6, prefill
+    15.1 / 49.6, e2e 9.3 / 19.8 (the ceilings stand);
   * the issue-11 targets that are reached stay reached: batched decode median <= 15% and p90 <= 35% (session 21), end-to-end median <= 12% and
     p90 <= 30% (session 19), and p10-p90 coverage within 70-90% in every regime (session 19: decode_b1 76,
     decode_batched 81, prefill 85, e2e 86 with residuals weighted 1 / sqrt(rows of their source),
