@@ -38,7 +38,10 @@ FORMAT_HELP = {
     "q5_k_m": "llama.cpp GGUF 5-bit k-quant (medium)", "q4_k_m": "llama.cpp GGUF 4-bit k-quant (medium)",
     "q4_0": "llama.cpp GGUF 4-bit blocks of 32", "nvfp4": "4-bit float with fp8 block scales (Blackwell)",
     "mxfp4": "4-bit float with shared 8-bit exponents (OCP MX)",
+    "exl2-4": "ExLlamaV2 EXL2 at 4 bits per weight on average (exl2-3 ... exl2-6: other bitrates)",
 }
+# EXL2 bitrates the sidebar offers beside the named formats (any 2-8 parses: planner.quantization.weight_format)
+EXL2_CHOICES = ("exl2-3", "exl2-4", "exl2-4.65", "exl2-5", "exl2-6")
 KV_HELP = "the number format of the stored keys and values; fp8 halves the cache against fp16"
 BOUND_HELP = ("'memory bound': the time goes to reading weights and KV cache from memory (bandwidth limits it); "
               "'compute bound': the time goes to arithmetic (the TFLOP/s peak limits it). The ridge point, peak / "

@@ -15,7 +15,7 @@ import streamlit as st
 from planner.errors import PlannerError
 from planner.quantization import KV_DTYPE_BYTES, WEIGHT_FORMATS, weight_format
 
-from .common import FORMAT_HELP, KV_HELP, TP_HELP, Inputs, cached_hardware, cached_model, esc
+from .common import EXL2_CHOICES, FORMAT_HELP, KV_HELP, TP_HELP, Inputs, cached_hardware, cached_model, esc
 
 BATCH_MAX = 1024
 LENGTH_MAX = 2_097_152  # tokens; the model's own maximum is checked by the core (a warning)
@@ -228,9 +228,12 @@ def render_sidebar(model_ids: list[str], hw_ids: list[str]) -> Inputs:
         hw_ups = st.file_uploader("... plus hardware spec YAMLs", type=["yaml", "yml"], accept_multiple_files=True,
                                   key="hardware_upload", help="Same schema as hardware_specs/*.yaml.")
         _custom_gpu_form()
-        st.selectbox("Weight format", list(WEIGHT_FORMATS), key="weights",
-                     format_func=lambda f: f"{f}  ({WEIGHT_FORMATS[f].bits_per_weight:.3g} bits/weight)",
-                     help="; ".join(f"{k}: {v}" for k, v in FORMAT_HELP.items() if k in WEIGHT_FORMATS))
+        formats = list(WEIGHT_FORMATS) + list(EXL2_CHOICES)
+        if st.session_state.get("weights") not in formats:  # another EXL2 bitrate from a link (weight_format parsed it)
+            formats.append(st.session_state["weights"])
+        st.selectbox("Weight format", formats, key="weights",
+                     format_func=lambda f: f"{f}  ({weight_format(f).bits_per_weight:.3g} bits/weight)",
+                     help="; ".join(f"{k}: {v}" for k, v in FORMAT_HELP.items()))
         st.selectbox("KV-cache dtype", list(KV_DTYPE_BYTES), key="kv_dtype", help=KV_HELP)
         st.selectbox("GPUs per replica (tensor parallel)", TP_CHOICES, key="tp", help=TP_HELP)
         st.slider("Batch size (concurrent sequences)", 1, BATCH_MAX, key="batch")

@@ -231,6 +231,19 @@ def test_the_shared_link_restores_the_inputs_and_bad_parameters_are_one_line_eac
     assert metric_values(bad, "TTFT")  # the page still answers with the defaults
 
 
+def test_an_exl2_bitrate_from_a_link_is_offered_and_estimated():
+    """EXL2 at any 2-8 bits per weight parses (planner.quantization.weight_format): a link's bitrate outside the
+    sidebar's presets joins the choices (labelled with its bits), and the page estimates it (Llama-2-70B at 2.5 bpw,
+    22.11 GB of weights, fits a 24 GB RTX 4090: tests/planner/test_memory.py derives the bytes by hand)."""
+    at = run_app({"model": "llama-2-70b", "hardware": "rtx-4090", "weights": "exl2_2.5bpw"})
+    no_failure(at)
+    assert not at.error, [e.value for e in at.error]
+    sb = at.selectbox(key="weights")
+    assert sb.value == "exl2-2.5"
+    assert "exl2-4  (4 bits/weight)" in sb.options and "exl2-2.5  (2.5 bits/weight)" in sb.options
+    assert metric_values(at, "TTFT")
+
+
 @pytest.mark.parametrize("section", SECTIONS)
 def test_every_section_renders_with_titled_charts(section):
     at = run_app({"hardware": "h100-sxm,rtx-4090"}, section)
