@@ -111,9 +111,9 @@ def _fit(df, d: Design, mask: np.ndarray, fp16_acc: bool, cls: str | None = None
     carries fp16_acc, the setting of the engine it is for. With cls set and fewer than MIN_FIT_ROWS of the rows from
     that class, the compute parameters are reset to the prior (COMPUTE_KEYS): a handful of rows cannot outweigh
     another class's GEMM library in the pooled fit; so are they for a local engine predicted from its family
-    (OWN_KERNEL_FAMILIES: each brings its own matmul kernels). The SM bandwidth cap (fit.fit_design sm_cap) is tried only at
-    level `engine`: it belongs to one engine's kernels on one hardware class, so neither another class nor the
-    pooled family passes it on."""
+    (OWN_KERNEL_FAMILIES: each brings its own matmul kernels). The SM bandwidth cap (fit.fit_design sm_cap) is tried
+    only at level `engine`: it belongs to one engine's kernels on one hardware class, so neither another class nor
+    the pooled family passes it on."""
     from .fit import PRIOR
 
     sub = d.subset(mask)

@@ -231,8 +231,12 @@ def map_serving_row(r: dict, hw_known: set, models_known: set,
     model = _match(MODEL_PATTERNS, r["model"])
     wf = _match(FORMAT_PATTERNS, r["weight_format"])
     if wf is None and re.match(r"^exl2_[0-9.]+bpw$", str(r["weight_format"])):  # ExLlamaV2's EXL2 at its bitrate
+        from ..errors import PlannerError
         from ..quantization import weight_format
-        wf = weight_format(r["weight_format"]).name
+        try:
+            wf = weight_format(r["weight_format"]).name
+        except PlannerError:  # a bitrate outside EXL2_BITS: listed below as a format without an equivalent
+            wf = None
     kv_label = r["kv_dtype"]
     kv = _match(KV_PATTERNS, kv_label) if isinstance(kv_label, str) and not kv_label.startswith("auto") else None
     if kv is None and wf is not None:
