@@ -129,7 +129,7 @@ FLASHMLA_FP8_TILE = 128
 # scales, to a target average), named by that average: exl2-4.0 or exl2_4.0bpw; bits between EXL2_BITS
 EXL2_BITS = (2.0, 8.0)
 EXL2_HEAD_BITS = 6.0  # exllamav2 convert.py: the LM head at -hb 6 by default; the embedding table stays fp16
-_EXL2 = re.compile(r"^exl2[-_]?([0-9]+(?:\.[0-9]+)?)(?:bpw)?$")
+_EXL2 = re.compile(r"^exl2[-_]([0-9]+(?:\.[0-9]+)?)(?:bpw)?$")
 
 
 @lru_cache(maxsize=None)  # one object per bitrate: the device models are cached by identity

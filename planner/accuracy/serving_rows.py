@@ -214,7 +214,9 @@ def offline_running(runtime: str, model: str, weights: str, kv: str, hardware: s
     m = load_model(model)
     n = max_batch(m, weight_format(weights), kv, P, max(1, O // 2), load_hardware(hardware), runtime,
                   EngineSettings(**OFFLINE_SETTINGS[runtime]), tp=tp, kv_ways=kv_split(m, tp))
-    return max(1, min(n, PLANNER_DEFAULTS.max_num_seqs) if runtime == "vllm" else n)
+    if runtime == "vllm":
+        n = min(n, PLANNER_DEFAULTS.max_num_seqs)
+    return max(1, n)
 
 
 def _run_key(r: dict) -> tuple:

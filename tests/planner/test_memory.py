@@ -281,7 +281,7 @@ def test_exl2_weights_by_hand():
     assert weight_bytes(m, f) == pytest.approx(linear * 2.5 / 8 + 262_144_000 * (2 + 6 / 8) + 161 * 8192 * 2, rel=1e-9)
     assert weight_bytes(m, f) == pytest.approx(22_114_484_224, rel=1e-9)
     assert weight_format("EXL2-4.65").bits_per_weight == 4.65
-    for bad in ("exl2-1.5", "exl2-9", "exl2-"):
+    for bad in ("exl2-1.5", "exl2-9", "exl2-", "exl24"):
         with pytest.raises(PlannerError, match=r"--weights: unknown format .*exl2-<bits> \(ExLlamaV2, 2-8 bits"):
             weight_format(bad)
 
