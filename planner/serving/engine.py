@@ -441,7 +441,8 @@ def max_rate(model, config: ServingConfig | dict, workload: Workload, ttft_ms: f
     iv = speed_interval(spec, unit, efficiency, prof, 2, multi_gpu=cfg.tp > 1, model=m) if ranges else None
     if iv is not None:
         slow, fast = (search(x) for x in slow_fast(eng.step_model, iv))
-        out["range"] = {k: [slow[k], fast[k]] for k in ("max_requests_per_s", "offline_requests_per_s")} | {
+        # an end of the range at which no rate meets the limits sustains 0 req/s under them (not an unknown)
+        out["range"] = {k: [slow[k] or 0.0, fast[k] or 0.0] for k in ("max_requests_per_s", "offline_requests_per_s")} | {
             "interval": iv}
     return out
 

@@ -74,6 +74,23 @@ def test_max_rate_with_ranges_and_replicas():
     assert lo <= one["max_requests_per_s"] <= hi
 
 
+def test_an_end_of_the_range_that_meets_the_limits_at_no_rate_is_zero(capsys):
+    # vLLM on an H100 at fp8 (tp 4, Llama-3.1-70B): the predicted TPOT p95 at the highest passing rate is ~49 ms of
+    # a 50 ms limit, and the profile's slow end (p10 of measured / predicted decode speed, ~0.18) puts even a lone
+    # request's TPOT near 5x that: no rate meets the limits there, so the range's low end is 0 req/s (a number,
+    # printed as 0), not an unknown
+    w = make_workload(10, {"kind": "lognormal", "mean": 1000, "sigma": 0.8, "max": 8192},
+                      {"kind": "lognormal", "mean": 250, "sigma": 0.7, "max": 2048})
+    cfg = {"hardware": HW, "weights": "fp8", "tp": 4, "runtime": "vllm"}
+    r = max_rate("llama-3.1-70b", cfg, w, 500, 50, n_requests=300)
+    lo, hi = r["range"]["max_requests_per_s"]
+    assert lo == 0.0 and 0 < r["max_requests_per_s"] <= hi
+    assert main(["simulate", "-m", "llama-3.1-70b", "-H", HW, "-w", "fp8", "--tp", "4", "--runtime", "vllm",
+                 "--max-rate", "--requests", "300"]) == 0
+    out = capsys.readouterr().out
+    assert "(p10-p90 0-" in out and "--" not in out.split("Server")[1].split(",")[0]
+
+
 def test_simulate_json_for_every_outcome(capsys):
     # fits: JSON; does not fit (405B fp16 = 812 GB on a 24 GB L4): JSON with the verdict, exit 0
     assert main(["simulate", "-m", MODEL, "-H", HW, "--requests", "200", "--json"]) == 0
