@@ -14,9 +14,9 @@
             Levels other than `engine` are extrapolation: their residuals make the (wider) ranges of unmeasured
             engines.
   range     [p10, p90] of the LOSO ratios of rows from *other* sources in the same regime (>= 10 rows from >= 2
-            sources; from one other source: its shape around each offset of the interval key's sources,
-            _one_source_spread; else the same interval key, else all other sources), each row weighted 1 / sqrt(rows
-            of its source) (source_weights), widened
+            sources; from fewer than OFFSET_SOURCES other sources: their rows' scatter around each offset of the
+            interval key's sources, _offset_shape; else the same interval key, else all other sources), each row
+            weighted 1 / sqrt(rows of its source) (source_weights), widened
             x EXTRAPOLATION_WIDEN in log space around the median when the row is predicted by extrapolation
   covered   ratio inside that range
 """
@@ -40,6 +40,11 @@ from .predict import Design, build_design, hardware_class, value_from_time
 MIN_FIT_ROWS = 10  # a level is fitted from >= 10 rows: the fit has 5-8 free parameters (fewer rows of one shape leave
 #                    some unidentified: 8 LMDeploy request-throughput rows fitted the static runs worse than the family)
 MIN_INTERVAL_ROWS = 10
+# a regime that fewer other sources measured takes their shape around the interval key's offsets: two sources'
+# medians are two draws of a new source's offset, not its distribution (with the vLLM perf benchmark's 9 e2e rows
+# pooled beside the ROCm 0.9.1 ones, the ROCm 0.6.6 rows' range was 0.84-1.06 x the predicted time where they
+# measured 0.92-1.38 x; their shape around the key's offsets: 0.87-1.27 x)
+OFFSET_SOURCES = 3
 MIN_INTERVAL_SOURCES = 2  # a regime's range from one other source is that source's offset, not a spread
 EXTRAPOLATION_WIDEN = 1.3  # log-space widening of the range for a row predicted without its engine's class data
 # engine id -> (name, description, family, fp16_accumulate). llama.cpp's CUDA backend runs 16-bit (and dequantized)
@@ -215,28 +220,30 @@ def _quantiles(x: np.ndarray, sources) -> tuple[float, float]:
     return float(np.exp(q10)), float(np.exp(q90))
 
 
-def _one_source_spread(regime_x: np.ndarray, key_x: np.ndarray, key_src) -> tuple[np.ndarray, np.ndarray]:
-    """(values, weights) of a new source's log-ratio in a regime that one other source measured: that source's
-    spread around its own median (its rows' shape) shifted by each offset (the median of its rows) that the sources
-    of the interval key show, every combination; a key source weighs sqrt(its rows) in all, as in source_weights,
-    shared equally by the regime source's rows."""
-    centred = regime_x - np.median(regime_x)
+def _offset_shape(x: np.ndarray, sources, key_x: np.ndarray, key_src) -> tuple[np.ndarray, np.ndarray]:
+    """(values, weights) of a new source's log-ratio in a regime that fewer than OFFSET_SOURCES other sources
+    measured: each of those rows' deviation from its own source's median (the sources' shape) shifted by each offset
+    (the median of its rows) that the sources of the interval key show, every combination. A key source weighs
+    sqrt(its rows) in all, as in source_weights; within an offset, a shape row weighs 1 / sqrt(rows of its source).
+    With one regime source this is that source's spread around each key offset."""
+    sources, key_src = (np.asarray(a, dtype=object).astype(str) for a in (sources, key_src))
+    med = {s: np.median(x[sources == s]) for s in set(sources)}
+    centred = x - np.array([med[s] for s in sources])
     names = sorted(set(key_src))
     offsets = np.array([np.median(key_x[key_src == s]) for s in names])
-    weights = np.sqrt([np.sum(key_src == s) for s in names]) / len(centred)
-    return np.add.outer(offsets, centred).ravel(), np.repeat(weights, len(centred))
+    weights = np.sqrt([np.sum(key_src == s) for s in names])
+    return np.add.outer(offsets, centred).ravel(), np.outer(weights, source_weights(sources)).ravel()
 
 
 def loso_intervals(df, log_ratio: np.ndarray, level: np.ndarray):
     """(p10, p90) of predicted/measured time per row from the LOSO log-ratios of rows of *other* sources in the
-    same regime; where those are >= MIN_INTERVAL_ROWS rows of a single other source (one source's residuals are
-    its offset, not a spread), that source's shape around each offset the interval key's other sources show
-    (_one_source_spread: a new source's error is its own offset plus the scatter of its rows); where they are
-    fewer, in the same interval key (INTERVAL_KEY: e2e and batched decode are both 'throughput'), else every other
-    source; each weighted by source_weights (1 /
-    sqrt(rows of its source)): a new source's error is one source's systematic offset plus its own spread, so the big sources
-    must not drown the others. Widened around the median by EXTRAPOLATION_WIDEN for a row predicted by
-    extrapolation (level other than `engine`)."""
+    same regime; where those are >= MIN_INTERVAL_ROWS rows of fewer than OFFSET_SOURCES other sources (one or two
+    sources' residuals are their offsets, not a spread), their shape around each offset the interval key's other
+    sources show (_offset_shape: a new source's error is its own offset plus the scatter of its rows); where they
+    are fewer rows, in the same interval key (INTERVAL_KEY: e2e and batched decode are both 'throughput'), else
+    every other source; each weighted by source_weights (1 / sqrt(rows of its source)): a new source's error is one
+    source's systematic offset plus its own spread, so the big sources must not drown the others. Widened around
+    the median by EXTRAPOLATION_WIDEN for a row predicted by extrapolation (level other than `engine`)."""
     n = len(df)
     lo, hi = np.full(n, np.nan), np.full(n, np.nan)
     src = df["source"].to_numpy()
@@ -246,9 +253,9 @@ def loso_intervals(df, log_ratio: np.ndarray, level: np.ndarray):
     for i in range(n):
         other = ok & (src != src[i])
         regime, keyed = other & (reg == reg[i]), other & (key == key[i])
-        if (regime.sum() >= MIN_INTERVAL_ROWS and len(set(src[regime])) == 1
-                and len(set(src[keyed])) >= MIN_INTERVAL_SOURCES):  # one other source: its shape, the key's offsets
-            x, w = _one_source_spread(log_ratio[regime], log_ratio[keyed], src[keyed])
+        if (regime.sum() >= MIN_INTERVAL_ROWS and len(set(src[regime])) < OFFSET_SOURCES
+                and len(set(src[keyed])) >= OFFSET_SOURCES):  # few other sources: their shape, the key's offsets
+            x, w = _offset_shape(log_ratio[regime], src[regime], log_ratio[keyed], src[keyed])
         else:
             for m in (regime, keyed, other):  # the regime, its interval key, everything (the last one regardless)
                 if m.sum() >= MIN_INTERVAL_ROWS and len(set(src[m])) >= MIN_INTERVAL_SOURCES:

@@ -95,6 +95,8 @@ HARDWARE_IDS = {
     "NVIDIA H100 80GB": "h100-sxm",     # 4 x H100 80G with TP4: SXM (NVLink) assumed
     "NVIDIA A100 80GB": "a100-80gb-sxm",
     "NVIDIA A100-80G": "a100-80gb-sxm",  # LMDeploy's "A100-80G(x8)" box: SXM assumed
+    "NVIDIA A100-SXM4-80GB": "a100-80gb-sxm",  # as the vLLM perf benchmark names the GPU
+    "NVIDIA H100 (8xH100 node)": "h100-sxm",  # the vLLM perf benchmark's '8xH100' node: SXM (NVLink) assumed
     "NVIDIA GeForce RTX 4090": "rtx-4090",
     "NVIDIA GeForce RTX 3090 Ti": "rtx-3090-ti",
     "NVIDIA H200": "h200-sxm",
@@ -105,6 +107,7 @@ ASSUMPTIONS = {
     "NVIDIA H100": "mapped to h100-sxm (variant not stated)",
     "NVIDIA H100 80GB": "mapped to h100-sxm (TP4 over NVLink implies SXM)",
     "NVIDIA A100-80G": "mapped to a100-80gb-sxm (8-GPU box)",
+    "NVIDIA H100 (8xH100 node)": "mapped to h100-sxm (an 8-GPU H100 node: SXM assumed)",
     "LLaMA-7B": "mapped to llama-2-7b (same layer shapes: 32 x 4096, MLP 11008, vocab 32000)",
     "LLaMA-13B": "mapped to llama-2-13b (same layer shapes: 40 x 5120, MLP 13824, vocab 32000)",
     "ExLlamaV2": f"prompt {EXLLAMA_PROMPT} and {EXLLAMA_OUTPUT} new tokens assumed (not stated)",
@@ -118,7 +121,8 @@ MODEL_PATTERNS = (  # (regex on the source's model label, catalog id)
     (r"^gpt-oss-20b", "gpt-oss-20b"), (r"^gpt-oss-120b", "gpt-oss-120b"), (r"^InternLM-20B", "internlm-20b"),
     (r"^DeepSeek-V3", "deepseek-v3"), (r"^LLaMA-33B", "llama-33b"), (r"^OpenLLaMA-3B", "openllama-3b"),
     (r"^CodeLlama-34B", "codellama-34b"), (r"^TinyLlama-1\.1B", "tinyllama-1.1b"),
-    (r"^NVIDIA-Nemotron-3-Super", "nemotron-3-super-120b"),
+    (r"^NVIDIA-Nemotron-3-Super", "nemotron-3-super-120b"), (r"^Meta-Llama-3-70B", "llama-3-70b"),
+    (r"^Mixtral-8x7B", "mixtral-8x7b"),
 )
 FORMAT_PATTERNS = ((r"^fp8", "fp8"), (r"^bf16$", "bf16"), (r"^fp16$", "fp16"), (r"^mxfp4", "mxfp4"),
                    (r"^nvfp4$", "nvfp4"), (r"^gptq_int4_g128", "gptq-int4"))
@@ -132,6 +136,7 @@ TTFT_MODES = {  # source -> how first tokens were produced (module docstring)
     "lmdeploy_a100_fp16_v0.1.0": "batch", "lmdeploy_a100_fp16_v0.2.0": "batch",
     "rocm_vllm_devdocker_2025-01": "batch", "dstack_tgi_vs_vllm_mi300x_llama405b_2024-10": "queue",
     "rocm_vllm_devdocker_2025-07": "batch",  # benchmark_latency.py: one static batch, all B prompts prefilled together
+    "vllm_perf_benchmark_buildkite_2024": "batch",  # benchmark_latency.py too (batch 8 x 32 tokens, 128 out)
     "vllm_blog_fp8_kvcache_2026-04": "single",  # lengths +-15%: the requests fall out of step, one prefill at a time
     "vllm_perf_dashboard_h200_gptoss120b_2026-02": "queue",  # fixed 1024/1024, rate inf, concurrency 64: waves
     "vllm_blog_intel_arc_pro_b60_2025-11": "queue",  # fixed lengths, --request-rate inf, --ignore-eos: waves

@@ -20,13 +20,15 @@ reports/accuracy.md): every regime with >= 20 rows must
     fp32 score matrix): decode_b1 8.9 / 25.7, decode_batched 8.9 / 33.1, prefill 15.6 / 52.0, e2e 9.3 / 19.8;
     session 26 (1,430 rows: all 22 ExLlamaV2 rows and SGLang's offline ShareGPT runs mapped, a local engine's
     family fallback at the default compute parameters): decode_b1 9.0 / 26.2, decode_batched 8.5 / 31.6, prefill
-    15.1 / 49.6, e2e 9.3 / 19.8 (the ceilings stand);
+    15.1 / 49.6, e2e 9.3 / 19.8 (the ceilings stand); session 27 (1,439 rows: vLLM's nightly latency benchmark on
+    H200 / A100 / H100): decode_b1 9.0 / 26.2, decode_batched 8.5 / 31.2, prefill 15.1 / 49.6, e2e 9.2 / 19.4;
   * the issue-11 targets that are reached stay reached: batched decode median <= 15% and p90 <= 35% (session 21), end-to-end median <= 12% and
     p90 <= 30% (session 19), and p10-p90 coverage within 70-90% in every regime (session 19: decode_b1 76,
     decode_batched 81, prefill 85, e2e 86 with residuals weighted 1 / sqrt(rows of their source),
     benchmark.source_weights); e2e since session 24 (73%: its two sources' ranges are the other one's shape around
     the offsets of the throughput sources, benchmark.loso_intervals; 94% from the pooled throughput residuals
-    before).
+    before); since session 27 a regime that two other sources measured takes their scatter around the key's
+    offsets too (benchmark.OFFSET_SOURCES; e2e 74%, 41% with the two sources' residuals pooled).
 """
 
 from __future__ import annotations

@@ -148,3 +148,28 @@ def test_a_regime_with_one_other_source_takes_its_shape_and_the_offsets_of_the_k
     w = np.concatenate([np.full(10, np.sqrt(n) / 10) for n in (10, 4, 9)])
     q10, q90 = weighted_quantiles(x, w, [0.1, 0.9])
     assert np.log(lo[23]) == pytest.approx(q10, abs=1e-12) and np.log(hi[23]) == pytest.approx(q90, abs=1e-12)
+
+
+def test_a_regime_with_two_other_sources_takes_their_shapes_and_the_offsets_of_the_key():
+    """As above with a second e2e source E (10 rows at -0.1 +- 0.05): two sources' medians are two draws of an
+    offset, not its spread, so the range is B's and E's rows, each centred on its own source's median, around every
+    key offset (B 0.2, E -0.1, C 0.5, D -0.3). By hand: a shape row weighs 1/sqrt(10) within each offset and an
+    offset sqrt(rows of its source); the lowest cluster (D, -0.3, weight 3 of 3.16 + 3.16 + 2 + 3 = 11.32) holds 26%
+    of the weight, so p10 lies in D's cluster, [-0.4, -0.2]; the highest (C, 0.5, 2 / 11.32 = 18%) holds p90, in
+    [0.4, 0.6]. Pooling B's and E's rows (the rule for three or more sources) would have given -0.13 to 0.27."""
+    b = 0.2 + np.linspace(-0.1, 0.1, 10)
+    e = -0.1 + np.linspace(-0.05, 0.05, 10)
+    lr = np.concatenate([b, e, np.full(4, 0.5), np.full(9, -0.3), [0.0]])
+    src = ["B"] * 10 + ["E"] * 10 + ["C"] * 4 + ["D"] * 9 + ["A"]
+    reg = ["e2e"] * 20 + ["decode_batched"] * 13 + ["e2e"]
+    df = pd.DataFrame({"source": src, "regime": reg, "tp": 8, "anomalous": ""})
+    lo, hi = loso_intervals(df, lr, np.array(["engine"] * len(src), dtype=object))
+    assert -0.4 <= np.log(lo[33]) <= -0.2 and 0.4 <= np.log(hi[33]) <= 0.6
+    shape = np.concatenate([np.linspace(-0.1, 0.1, 10), np.linspace(-0.05, 0.05, 10)])
+    offsets, n = (0.2, -0.1, 0.5, -0.3), (10, 10, 4, 9)
+    x = np.concatenate([o + shape for o in offsets])
+    w = np.concatenate([np.full(20, np.sqrt(k) / np.sqrt(10)) for k in n])
+    q10, q90 = weighted_quantiles(x, w, [0.1, 0.9])
+    assert np.log(lo[33]) == pytest.approx(q10, abs=1e-12) and np.log(hi[33]) == pytest.approx(q90, abs=1e-12)
+    pooled = weighted_quantiles(lr[:20], source_weights(src[:20]), [0.1, 0.9])
+    assert pooled[0] > -0.2 and pooled[1] < 0.3  # the pooled pair would have been far narrower
