@@ -442,8 +442,8 @@ def max_rate(model, config: ServingConfig | dict, workload: Workload, ttft_ms: f
     if iv is not None:
         slow, fast = (search(x) for x in slow_fast(eng.step_model, iv))
         # an end of the range at which no rate meets the limits sustains 0 req/s under them (not an unknown)
-        out["range"] = {k: [slow[k] or 0.0, fast[k] or 0.0] for k in ("max_requests_per_s", "offline_requests_per_s")} | {
-            "interval": iv}
+        keys = ("max_requests_per_s", "offline_requests_per_s")
+        out["range"] = {k: [slow[k] or 0.0, fast[k] or 0.0] for k in keys} | {"interval": iv}
     return out
 
 

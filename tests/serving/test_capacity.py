@@ -75,10 +75,10 @@ def test_max_rate_with_ranges_and_replicas():
 
 
 def test_an_end_of_the_range_that_meets_the_limits_at_no_rate_is_zero(capsys):
-    # vLLM on an H100 at fp8 (tp 4, Llama-3.1-70B): the predicted TPOT p95 at the highest passing rate is ~49 ms of
-    # a 50 ms limit, and the profile's slow end (p10 of measured / predicted decode speed, ~0.18) puts even a lone
-    # request's TPOT near 5x that: no rate meets the limits there, so the range's low end is 0 req/s (a number,
-    # printed as 0), not an unknown
+    # vLLM on H100s at fp8 (tp 4, Llama-3.1-70B): the predicted TTFT p95 at the highest passing rate is ~340 ms of a
+    # 500 ms limit, and the profile's slow prefill end (p10 of measured / predicted prefill speed on a TP group,
+    # 0.24: the vLLM 0.6.3 ROCm long-prompt runs) puts it near 1.4 s whatever the rate: no rate meets the limits
+    # there, so the range's low end is 0 req/s (a number, printed as 0), not an unknown
     w = make_workload(10, {"kind": "lognormal", "mean": 1000, "sigma": 0.8, "max": 8192},
                       {"kind": "lognormal", "mean": 250, "sigma": 0.7, "max": 2048})
     cfg = {"hardware": HW, "weights": "fp8", "tp": 4, "runtime": "vllm"}
