@@ -32,7 +32,7 @@ from ..architecture import load_model
 from ..hardware import load_hardware
 from ..quantization import weight_format
 from ..roofline import select_unit
-from .data import DATA_PATH, INTERVAL_KEY, REGIME_NAMES, load_rows
+from .data import DATA_PATH, REGIME_NAMES, interval_keys, load_rows
 from .decode_kernels import REPEAT_KV_ENGINES, score_bytes_factor
 from .fit import WEIGHT_FORMATS_SET, fit_design, own_fraction_formats, predict_with
 from .predict import Design, build_design, hardware_class, value_from_time
@@ -240,15 +240,16 @@ def loso_intervals(df, log_ratio: np.ndarray, level: np.ndarray):
     same regime; where those are >= MIN_INTERVAL_ROWS rows of fewer than OFFSET_SOURCES other sources (one or two
     sources' residuals are their offsets, not a spread), their shape around each offset the interval key's other
     sources show (_offset_shape: a new source's error is its own offset plus the scatter of its rows); where they
-    are fewer rows, in the same interval key (INTERVAL_KEY: e2e and batched decode are both 'throughput'), else
-    every other source; each weighted by source_weights (1 / sqrt(rows of its source)): a new source's error is one
-    source's systematic offset plus its own spread, so the big sources must not drown the others. Widened around
-    the median by EXTRAPOLATION_WIDEN for a row predicted by extrapolation (level other than `engine`)."""
+    are fewer rows, in the same interval key (data.interval_keys: e2e, batched decode and whole-request rates are
+    all 'throughput'), else every other source; each weighted by source_weights (1 / sqrt(rows of its source)): a
+    new source's error is one source's systematic offset plus its own spread, so the big sources must not drown the
+    others. Widened around the median by EXTRAPOLATION_WIDEN for a row predicted by extrapolation (level other than
+    `engine`)."""
     n = len(df)
     lo, hi = np.full(n, np.nan), np.full(n, np.nan)
     src = df["source"].to_numpy()
     reg = df["regime"].to_numpy()
-    key = np.array([INTERVAL_KEY[r] for r in reg], dtype=object)
+    key = interval_keys(df)
     ok = (df["anomalous"] == "").to_numpy()
     for i in range(n):
         other = ok & (src != src[i])
@@ -335,12 +336,12 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
     from ..runtimes import MULTI_GPU_SUFFIX
 
     ok = res[res["anomalous"] == ""]
+    keys = interval_keys(ok)
     out, srcs, thin = {}, set(), False
     for key in ("decode", "prefill", "throughput"):
-        regs = [r for r, k in INTERVAL_KEY.items() if k == key]
-        own = ok[(ok["runtime"] == rt) & ok["regime"].isin(regs)]
+        own = ok[(ok["runtime"] == rt) & (keys == key)]
         own_cls = own[own["hw_class"] == cls] if cls is not None and "hw_class" in own else own.iloc[:0]
-        extrapolated = ok[(ok["level"] != "engine") & ok["regime"].isin(regs)]
+        extrapolated = ok[(ok["level"] != "engine") & (keys == key)]
         also = None  # a second pool whose range the first's is widened to (a thin class)
         if len(own_cls) >= MIN_INTERVAL_ROWS:
             pool, srcs = own_cls, srcs | {"class"}
@@ -521,9 +522,9 @@ def default_intervals(res) -> dict:
     """p10/p90 of measured / predicted speed of the kind-default efficiencies (no runtime named), per interval key,
     over every non-anomalous row: the range an estimate without `--runtime` carries."""
     ok = res[res["anomalous"] == ""]
-    out = {}
+    out, keys = {}, interval_keys(ok)
     for key in ("decode", "prefill", "throughput"):
-        g = ok[ok["regime"].map(INTERVAL_KEY) == key]
+        g = ok[keys == key]
         if len(g):
             x = g["ratio_default"].to_numpy()
             out[key] = {"p10": _round(float(np.quantile(x, 0.10))), "p90": _round(float(np.quantile(x, 0.90))),
@@ -535,9 +536,9 @@ def default_interval_coverage(res, intervals: dict) -> float:
     """Share of rows whose kind-default ratio lies in the default interval (in-sample: the quantiles come from
     the same rows, so about 80% by construction)."""
     ok = res[res["anomalous"] == ""]
-    key = ok["regime"].map(INTERVAL_KEY)
-    lo = key.map(lambda r: intervals.get(r, {}).get("p10", np.nan)).to_numpy(dtype=float)
-    hi = key.map(lambda r: intervals.get(r, {}).get("p90", np.nan)).to_numpy(dtype=float)
+    key = interval_keys(ok)
+    lo = np.array([intervals.get(r, {}).get("p10", np.nan) for r in key], dtype=float)
+    hi = np.array([intervals.get(r, {}).get("p90", np.nan) for r in key], dtype=float)
     ratio = ok["ratio_default"].to_numpy()
     return float(np.mean((ratio >= lo) & (ratio <= hi)) * 100)
 

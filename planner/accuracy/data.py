@@ -119,6 +119,19 @@ REGIME_NAMES = ("decode_b1", "decode_batched", "prefill", "e2e")
 INTERVAL_KEY = {"decode_b1": "decode", "decode_batched": "throughput", "prefill": "prefill", "e2e": "throughput"}
 
 
+def interval_keys(df):
+    """Profile interval key of each row: INTERVAL_KEY of its regime, except that a whole-request rate (kind
+    `throughput`: output tokens over the time of the whole request, its prefill included) is a `throughput` figure
+    at any batch, as an end-to-end latency is: at batch 1 it is not a per-token decode time (dstack's batch-1 vLLM
+    runs: 150 tokens after a 128k-token prompt whose prefill takes 98% of the time). Frames without a `kind`
+    column key by regime alone."""
+    import numpy as np
+
+    kinds = df["kind"] if "kind" in df else [""] * len(df)
+    return np.array(["throughput" if k == "throughput" else INTERVAL_KEY[r] for r, k in zip(df["regime"], kinds)],
+                    dtype=object)
+
+
 def regime_of(kind: str, batch: int) -> str:
     """Reporting regime: decode at batch 1, batched decode / throughput, prefill (prefill tok/s, TTFT), end-to-end
     latency of static batches (the issue's target classes)."""

@@ -28,7 +28,8 @@ reports/accuracy.md): every regime with >= 20 rows must
     benchmark.source_weights); e2e since session 24 (73%: its two sources' ranges are the other one's shape around
     the offsets of the throughput sources, benchmark.loso_intervals; 94% from the pooled throughput residuals
     before); since session 27 a regime that two other sources measured takes their scatter around the key's
-    offsets too (benchmark.OFFSET_SOURCES; e2e 74%, 41% with the two sources' residuals pooled).
+    offsets too (benchmark.OFFSET_SOURCES; e2e 74%, 41% with the two sources' residuals pooled; 77% with batch-1
+    whole-request rates in the throughput key, data.interval_keys).
 """
 
 from __future__ import annotations

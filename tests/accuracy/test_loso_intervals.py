@@ -104,7 +104,7 @@ def test_committed_profile_ranges_hold_on_their_own_rows():
     source-weighted)."""
     from pathlib import Path
 
-    from planner.accuracy.benchmark import INTERVAL_KEY
+    from planner.accuracy.data import interval_keys
     from planner.runtimes import load_runtime
 
     rows = pd.read_csv(Path(__file__).resolve().parents[2] / "reports" / "accuracy_rows.csv")
@@ -115,7 +115,7 @@ def test_committed_profile_ranges_hold_on_their_own_rows():
     assert by_class["nvidia-gpu"].p10 < 0.5 and by_class["nvidia-gpu"].p90 > 1.0
     pred_t_over_meas_t = np.where(rows["kind"].isin(["ttft", "tpot", "e2e"]), rows["pred_loso"] / rows["measured"],
                                   rows["measured"] / rows["pred_loso"])
-    rows = rows.assign(speed_ratio=pred_t_over_meas_t, key=rows["regime"].map(INTERVAL_KEY))
+    rows = rows.assign(speed_ratio=pred_t_over_meas_t, key=interval_keys(rows))
     checked = 0
     for (rt, key), g in rows.groupby(["runtime", "key"]):
         if len(g) < 30:
@@ -173,3 +173,25 @@ def test_a_regime_with_two_other_sources_takes_their_shapes_and_the_offsets_of_t
     assert np.log(lo[33]) == pytest.approx(q10, abs=1e-12) and np.log(hi[33]) == pytest.approx(q90, abs=1e-12)
     pooled = weighted_quantiles(lr[:20], source_weights(src[:20]), [0.1, 0.9])
     assert pooled[0] > -0.2 and pooled[1] < 0.3  # the pooled pair would have been far narrower
+
+
+def test_a_whole_request_rate_at_batch_1_informs_the_throughput_range_not_the_decode_one():
+    """A batch-1 `throughput` row (output tokens over the whole request, prefill included) keys as 'throughput', as
+    an end-to-end latency does; batch-1 TPOT and tg rows key as 'decode'. So an engine whose only batch-1 rows with
+    a range of their own are whole-request rates 5x slower than predicted (ratio 0.2: a 128k-token prompt's
+    prefill, 98% of the request) takes the extrapolation range for decode (0.8-1.25 here), not 0.2."""
+    from planner.accuracy.benchmark import profile_intervals
+    from planner.accuracy.data import interval_keys
+
+    frame = pd.DataFrame({"regime": ["decode_b1", "decode_b1", "decode_b1", "decode_batched", "e2e", "prefill"],
+                          "kind": ["throughput", "tpot", "decode_rate", "tpot", "e2e", "ttft"]})
+    assert list(interval_keys(frame)) == ["throughput", "decode", "decode", "throughput", "throughput", "prefill"]
+    own = pd.DataFrame({"source": ["A"] * 12, "runtime": "vllm", "hw_class": "amd-gpu", "regime": "decode_b1",
+                        "kind": "throughput", "tp": 1, "anomalous": "", "level": "engine", "ratio": 0.2})
+    ext = pd.DataFrame({"source": ["C"] * 6 + ["D"] * 6, "runtime": "tgi", "hw_class": "nvidia-gpu",
+                        "regime": "decode_b1", "kind": "tpot", "tp": 1, "anomalous": "", "level": "family",
+                        "ratio": np.r_[np.linspace(0.8, 1.25, 6), np.linspace(0.8, 1.25, 6)]})
+    iv = profile_intervals(pd.concat([own, ext], ignore_index=True), "vllm", "amd-gpu")[0]
+    lo, hi, n = iv["decode"]
+    assert 0.8 <= lo < 0.9 and 1.1 < hi <= 1.25 and n == 12  # the extrapolated tpot rows
+    assert iv["throughput"] == (pytest.approx(0.2), pytest.approx(0.2), 12)  # the engine's own whole-request rows
