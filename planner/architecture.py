@@ -37,6 +37,10 @@ class MoESpec(_Frozen):
     dense_layer_interval: int = Field(1, ge=1, description="every n-th layer is MoE (1 = all after the dense ones)")
     shared_expert_gate: bool = False
     router_bias: bool = False
+    latent_size: int = Field(0, ge=0, description=(
+        "LatentMoE (Nemotron 3 Super): the routed experts run at this width, reached through one hidden -> latent "
+        "and one latent -> hidden projection per MoE layer; the router and shared experts read the hidden width. "
+        "0 = the hidden size (a plain MoE)"))
 
     @model_validator(mode="after")
     def _k_le_e(self):
@@ -370,9 +374,11 @@ class ModelArch(_Frozen):
                  "chunked": f"chunked({self.attention_chunk_size})",
                  "sparse": f"sparse-top{self.sparse.index_topk if self.sparse else ''}", "linear": "DeltaNet",
                  "ssm": f"Mamba{self.ssm.version if self.ssm else ''}",
-                 "full+ssm": f"full+Mamba{self.ssm.version if self.ssm else ''}", "none": "MLP-only"}
+                 "full+ssm": f"full+Mamba{self.ssm.version if self.ssm else ''}", "none": "MLP-only",
+                 "none+moe": "MoE-only"}
         counts: dict[str, int] = {}
-        for k in self.mixers:
+        for k, mlp in zip(self.mixers, self.mlps):
+            k = "none+moe" if k == "none" and mlp == "moe" else k  # a mixer-free block of experts (Nemotron 3 'E')
             counts[k] = counts.get(k, 0) + 1
         parts = " + ".join(f"{n} {names[k]}" for k, n in counts.items())
         return parts + (", sinks" if self.attention_sinks else "")
@@ -461,15 +467,27 @@ class ModelArch(_Frozen):
             p += self.ssm.params(self.hidden_size)
         return p
 
-    def mlp_params(self, intermediate: int) -> int:
+    def mlp_params(self, intermediate: int, width: int | None = None) -> int:
+        """One MLP of `intermediate` units between `width`-wide activations (default the hidden size)."""
+        w = width or self.hidden_size
         mats = 3 if self.mlp_gated else 2
-        p = mats * self.hidden_size * intermediate
+        p = mats * w * intermediate
         if self.mlp_bias:
-            p += (mats - 1) * intermediate + self.hidden_size
+            p += (mats - 1) * intermediate + w
         return p
 
+    @property
+    def expert_width(self) -> int:
+        """Width of the activations a routed expert reads and writes: the MoE's latent size, else the hidden size."""
+        return (self.moe.latent_size or self.hidden_size) if self.moe else self.hidden_size
+
     def expert_params(self) -> int:
-        return self.mlp_params(self.moe.expert_intermediate_size) if self.moe else 0
+        return self.mlp_params(self.moe.expert_intermediate_size, self.expert_width) if self.moe else 0
+
+    def latent_proj_params(self) -> int:
+        """LatentMoE's two projections per MoE layer (hidden -> latent before the routed experts, latent -> hidden
+        after them; Nemotron 3 Super: 2 x 4096 x 1024); 0 for a plain MoE."""
+        return 2 * self.hidden_size * self.moe.latent_size if self.moe and self.moe.latent_size else 0
 
     def shared_expert_params(self) -> int:
         if not self.moe or not self.moe.num_shared_experts:
@@ -518,6 +536,7 @@ class ModelArch(_Frozen):
             "routed_experts": nm * self.moe.num_experts * self.expert_params() if self.moe else 0,
             "shared_experts": nm * self.shared_expert_params(),
             "router": nm * self.router_params(),
+            "expert_latent_proj": nm * self.latent_proj_params(),
             "norms": self.num_layers * self.norm_params_per_layer() + self.hidden_size,
             "lm_head": self.lm_head_params(),
             "vision": self.vision_params,

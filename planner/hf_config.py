@@ -61,6 +61,7 @@ class HFFields(BaseModel):
     moe_intermediate_size: Width | None = None
     shared_expert_intermediate_size: Annotated[StrictInt, Field(ge=0, le=1_000_000)] | None = None
     n_shared_experts: Annotated[StrictInt, Field(ge=0, le=1000)] | None = None
+    moe_latent_size: Width | None = None
     first_k_dense_replace: Annotated[StrictInt, Field(ge=0, le=1000)] | None = None
     moe_layer_freq: Annotated[StrictInt, Field(gt=0, le=1000)] | None = None
     decoder_sparse_step: Annotated[StrictInt, Field(gt=0, le=1000)] | None = None
@@ -317,16 +318,29 @@ def _mamba2(f, raw):
 
 
 def _nemotron_h(f, raw):
-    """Nemotron-H: one mixer per block from hybrid_override_pattern (M = Mamba-2, * = attention, - = MLP
-    only), a squared-ReLU (non-gated) MLP, one norm per block."""
+    """Nemotron-H and Nemotron 3: one mixer per block from hybrid_override_pattern (M = Mamba-2, * = attention,
+    - = MLP only, E = MoE only), squared-ReLU (non-gated) MLPs and experts, one norm per block. E blocks (Nemotron
+    3): n_routed_experts of moe_intermediate_size, num_experts_per_tok of them per token, n_shared_experts of
+    moe_shared_expert_intermediate_size; moe_latent_size set (Nemotron 3 Super's LatentMoE): the routed experts
+    run at that width between a hidden -> latent and a latent -> hidden projection."""
+    from .architecture import MoESpec
     pat = _need(f, "hybrid_override_pattern")
     L = f.num_hidden_layers
-    if len(pat) != L or set(pat) - set("M*-"):
-        raise PlannerError(f"hybrid_override_pattern: needs {L} characters of M, *, -; got {pat[:40]!r}")
+    if len(pat) != L or set(pat) - set("M*-E"):
+        raise PlannerError(f"hybrid_override_pattern: needs {L} characters of M, *, -, E; got {pat[:40]!r}")
     heads, hd = _need(f, "ssm_num_heads"), _need(f, "ssm_head_dim")
-    return {"layer_types": tuple({"M": "ssm", "*": "full", "-": "none"}[c] for c in pat),
-            "mlp_types": tuple("dense" if c == "-" else "none" for c in pat), "norms_per_layer": 1, "mlp_gated": False,
-            "ssm": _mamba2_spec(f, heads * hd, heads, hd)}
+    kw = {"layer_types": tuple({"M": "ssm", "*": "full", "-": "none", "E": "none"}[c] for c in pat),
+          "mlp_types": tuple({"-": "dense", "E": "moe"}.get(c, "none") for c in pat), "norms_per_layer": 1,
+          "mlp_gated": False, "ssm": _mamba2_spec(f, heads * hd, heads, hd)}
+    if "E" in pat:
+        shared = f.n_shared_experts or 0
+        kw["moe"] = MoESpec(num_experts=_need(f, "n_routed_experts"), experts_per_token=_need(f, "num_experts_per_tok"),
+                            expert_intermediate_size=_need(f, "moe_intermediate_size"), num_shared_experts=shared,
+                            shared_expert_intermediate_size=(f.shared_expert_intermediate_size or 0) if shared else 0,
+                            latent_size=f.moe_latent_size or 0)
+        if "-" not in pat and f.intermediate_size is None:
+            kw["intermediate_size"] = f.moe_intermediate_size  # no dense MLP block: the field is not read
+    return kw
 
 
 def _falcon_h1(f, raw):
@@ -380,7 +394,8 @@ FAMILIES: dict[str, tuple[Callable, dict, dict]] = {
     "gpt_oss": (_gpt_oss, {}, {}), "llama4": (_llama4, {}, {}), "llama4_text": (_llama4, {}, {}),
     "mamba2": (_mamba2, {**_MAMBA, "layer_norm_epsilon": "_eps"}, {"max_position_embeddings": 1_048_576}),
     "nemotron_h": (_nemotron_h, {"mamba_num_heads": "ssm_num_heads", "mamba_head_dim": "ssm_head_dim",
-                                 "ssm_state_size": "state_size", "attention_head_dim": "head_dim"}, {}),
+                                 "ssm_state_size": "state_size", "attention_head_dim": "head_dim",
+                                 "moe_shared_expert_intermediate_size": "shared_expert_intermediate_size"}, {}),
     "falcon_h1": (_falcon_h1, {"mamba_n_heads": "ssm_num_heads", "mamba_d_head": "ssm_head_dim",
                                "mamba_d_state": "state_size", "mamba_n_groups": "n_groups", "mamba_d_conv": "conv_kernel",
                                "mamba_d_ssm": "ssm_d_inner", "mamba_chunk_size": "chunk_size",

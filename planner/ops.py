@@ -133,7 +133,7 @@ def weight_bytes_by_group(m: ModelArch, fmt: WeightFormat) -> dict[str, float]:
         return dict(wf.bytes_by_group)
     b = m.param_breakdown()
     bpw = fmt.bytes_per_weight
-    linear = b["attention"] + b["state_mixers"] + b["dense_mlp"] + b["shared_experts"]
+    linear = b["attention"] + b["state_mixers"] + b["dense_mlp"] + b["shared_experts"] + b["expert_latent_proj"]
     return {
         "embedding": b["embedding"] * fmt.embedding_bits / 8,
         "linear": linear * bpw,
@@ -324,8 +324,11 @@ def step_ops(m: ModelArch, fmt: WeightFormat, kv_dtype: str, stage: str, batch, 
         Ie = m.moe.expert_intermediate_size
         touched = expected_distinct_experts(E, k, T)
         ops.append(OpCost("moe_router", stage, nm, 2 * T * h * E, m.router_params() * 2.0, T * (h + E) * a))
+        lp, w = m.latent_proj_params(), m.expert_width
+        if lp:  # LatentMoE: hidden -> latent before the routed experts, latent -> hidden after them
+            ops.append(OpCost("moe_latent_proj", stage, nm, 2 * T * lp, lp * bpw, T * 2 * (h + w) * a))
         ops.append(OpCost("moe_experts", stage, nm, 2 * T * k * ep, touched * ep * expert_bytes_per_weight(m, fmt),
-                          T * k * (2 * h + 3 * Ie) * a))
+                          T * k * (2 * w + 3 * Ie) * a))
         sp = m.shared_expert_params()
         if sp:
             ops.append(OpCost("moe_shared_experts", stage, nm, 2 * T * sp, sp * bpw, T * 3 * h * a))

@@ -93,8 +93,8 @@ def _add_units(df):
     df["family"] = [ENGINES[r][2] for r in df["runtime"]]
     df["fp16_acc"] = [ENGINES[r][3] for r in df["runtime"]]
     df["sync_mma"] = [r in SYNC_MMA_ENGINES for r in df["runtime"]]
-    df["moe"] = ["mixtral" in m or "deepseek" in m or "moe" in m or "a3b" in m or "gpt-oss" in m
-                 for m in df["model"]]
+    moe = {m: load_model(m).moe is not None for m in df["model"].unique()}  # the architecture says, not the name
+    df["moe"] = [moe[m] for m in df["model"]]
     return df
 
 

@@ -23,6 +23,9 @@ the bytes that leave the rank in each direction are
 
   bytes = T x k x hidden x activation bytes x (N - 1) / N                  (dispatch; combine the same)
 
+(hidden: the width the experts read, ModelArch.expert_width: a LatentMoE dispatches its latent, Nemotron 3 Super's
+1,024 of 4,096, a quarter of the bytes)
+
 Traffic to ranks in the same node crosses the node's link, traffic to other nodes the network: with g devices per
 node, a fraction (g - 1) / N goes over the node link and (N - g) / N over the network, the two in parallel:
 
@@ -115,7 +118,7 @@ def ep_rank_memory(m, fmt, kv_dtype: str, spec, mode: str, ep: int, max_tokens: 
 
     check_ep(m, mode, ep)
     groups = weight_bytes_by_group(m, fmt)
-    routed = m.param_breakdown()["routed_experts"] * fmt.bytes_per_weight
+    routed = groups["routed_experts"]  # at the experts' own format where the checkpoint keeps them narrower (gpt-oss)
     other = sum(groups.values()) - routed
     attn_tp = ep if mode == "ep" else 1
     if attn_tp > 1:  # norms and the router stay replicated under tensor parallelism
@@ -220,7 +223,7 @@ def comm_time_s(m, fmt, tokens, g: EPGroup):
     T = np.asarray(tokens, dtype=np.float64)
     dispatched = T / g.ep if g.mode == "ep" else T
     t = 2 * m.num_moe_layers * g.imbalance * all_to_all_time_s(
-        dispatched, m.moe.experts_per_token, m.hidden_size, a, g.ep, g.node_link, g.network_link, g.gpus_per_node)
+        dispatched, m.moe.experts_per_token, m.expert_width, a, g.ep, g.node_link, g.network_link, g.gpus_per_node)
     if g.attn_tp > 1:
         link = g.node_link if g.ep <= g.gpus_per_node else g.network_link
         t = t + (m.num_layers + m.num_dense_layers) * link.allreduce_time_s(T * m.hidden_size * a, g.attn_tp)
@@ -276,8 +279,8 @@ def ep_report(m, spec, fmt, kv_dtype: str, mode: str, ep: int, imbalance: float 
     a = activation_bytes(fmt)
     engines = ep if mode == "dp-attention" else 1
     dispatched = batch_per_engine if mode == "dp-attention" else batch_per_engine / ep
-    a2a_bytes = float(all_to_all_bytes(dispatched, m.moe.experts_per_token, m.hidden_size, a, ep))
-    a2a_s = float(all_to_all_time_s(dispatched, m.moe.experts_per_token, m.hidden_size, a, ep, g.node_link,
+    a2a_bytes = float(all_to_all_bytes(dispatched, m.moe.experts_per_token, m.expert_width, a, ep))
+    a2a_s = float(all_to_all_time_s(dispatched, m.moe.experts_per_token, m.expert_width, a, ep, g.node_link,
                                     g.network_link, g.gpus_per_node))
     dec = float(step_time_s(m, fmt, kv_dtype, dev, "decode", batch_per_engine, 1, context, g))
     comm = float(comm_time_s(m, fmt, batch_per_engine, g))

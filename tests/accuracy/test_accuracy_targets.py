@@ -22,6 +22,8 @@ reports/accuracy.md): every regime with >= 20 rows must
     family fallback at the default compute parameters): decode_b1 9.0 / 26.2, decode_batched 8.5 / 31.6, prefill
     15.1 / 49.6, e2e 9.3 / 19.8 (the ceilings stand); session 27 (1,439 rows: vLLM's nightly latency benchmark on
     H200 / A100 / H100): decode_b1 9.0 / 26.2, decode_batched 8.5 / 31.2, prefill 15.1 / 49.6, e2e 9.2 / 19.4;
+    then 1,448 rows (Nemotron 3 Super in the catalog maps the vLLM DGX Spark blog's 9 rows): decode_b1 9.0 / 26.1,
+    decode_batched 8.5 / 31.1, prefill 15.2 / 51.7, e2e 9.2 / 19.4;
   * the issue-11 targets that are reached stay reached: batched decode median <= 15% and p90 <= 35% (session 21), end-to-end median <= 12% and
     p90 <= 30% (session 19), and p10-p90 coverage within 70-90% in every regime (session 19: decode_b1 76,
     decode_batched 81, prefill 85, e2e 86 with residuals weighted 1 / sqrt(rows of their source),

@@ -213,7 +213,8 @@ def test_prefill_flops_per_layer_kind_are_finite_and_positive():
 
 
 @pytest.mark.parametrize("name", ["gpt-oss-20b", "llama-4-scout", "qwen3-next-80b-a3b", "nemotron-h-8b",
-                                  "mamba-codestral-7b", "deepseek-v3.2", "falcon-h1-7b", "jamba-v0.1"])
+                                  "mamba-codestral-7b", "deepseek-v3.2", "falcon-h1-7b", "jamba-v0.1",
+                                  "nemotron-3-super-120b"])
 def test_serving_step_model_equals_the_core_on_every_layer_kind(name):
     # the simulator's tables (planner.serving.step_model) time the new layer kinds exactly as the core does:
     # windowed / chunked / top-k groups, and the linear-attention and SSM scans per sequence
@@ -259,6 +260,8 @@ def test_vllm_pool_charges_each_sequence_its_state():
     ("glm-4.5", 32, "no_embedding_no_head", 0.5 + 0.32), ("glm-4.5-air", 12, "no_embedding_no_head", 0.5 + 0.12),
     ("qwen3-next-80b-a3b", 3, "no_embedding_no_head", 0.5 + 0.03), ("glm-4.7-flash", 3, "no_embedding_no_head",
                                                                     0.5 + 0.03),
+    # Nemotron 3 Super's card: "12B active"; without the input embedding 12.23B, with it 12.77B
+    ("nemotron-3-super-120b", 12, "no_embedding", 0.5 + 0.12),
 ])
 def test_published_active_parameters(name, published_b, convention, tol_b):
     m = load_model(name)
@@ -283,3 +286,68 @@ def test_internlm_bias_puts_biases_on_q_k_v_and_o():
     v2 = from_hf_config({**base, "architectures": ["InternLM2ForCausalLM"], "model_type": "internlm2",
                          "num_key_value_heads": 8}, name="internlm2-7b", where="internlm2.json")
     assert (v2.family, v2.num_kv_heads) == ("internlm2", 8)
+
+
+# ---------------------------------------------------------------- Nemotron 3 (E blocks, LatentMoE)
+
+# Nemotron 3 Super (catalog entry's sources): 88 blocks, 40 Mamba-2 (M), 40 MoE (E), 8 attention (*); hidden 4096;
+# 512 routed experts of 2688 (squared ReLU: up and down only), 22 per token, in a latent of 1024; one shared expert
+# of 5376 at the hidden width; Mamba-2 128 heads x 64 (d_inner 8192), state 128, 8 groups, conv 4; attention 32 q
+# heads and 2 K/V heads of 128; vocabulary 131072, untied.
+SUPER_ROUTED = 40 * 512 * 2 * 1024 * 2688              # 112,742,891,520
+SUPER_SHARED = 40 * 2 * 4096 * 5376                    # 1,761,607,680
+SUPER_LATENT = 40 * 2 * 4096 * 1024                    # 335,544,320: hidden -> latent, latent -> hidden
+SUPER_ROUTER = 40 * 4096 * 512                         # 83,886,080
+SUPER_ATTN = 8 * (2 * 4096 * 4096 + 2 * 4096 * 2 * 128)  # q, o + k, v: 285,212,672
+# in_proj 4096 -> (2 x 8192 + 2 x 8 x 128 + 128), conv (8192 + 2048) x (4 + 1 bias), A / D / dt_bias 3 x 128,
+# gated norm 8192, out_proj 8192 -> 4096
+SUPER_MAMBA = 40 * (4096 * 18560 + 10240 * 5 + 3 * 128 + 8192 + 8192 * 4096)  # 4,385,438,720
+
+
+def test_nemotron3_super_latent_moe_by_hand():
+    m = load_model("nemotron-3-super-120b")
+    assert (m.num_moe_layers, m.count_mixers("ssm"), m.num_attention_layers) == (40, 40, 8)
+    b = m.param_breakdown()
+    assert (b["routed_experts"], b["shared_experts"], b["expert_latent_proj"], b["router"]) == (
+        SUPER_ROUTED, SUPER_SHARED, SUPER_LATENT, SUPER_ROUTER)
+    assert (b["attention"], b["state_mixers"]) == (SUPER_ATTN, SUPER_MAMBA)
+    assert b["embedding"] == b["lm_head"] == 131072 * 4096
+    assert b["total"] / 1e9 == pytest.approx(120.67, abs=0.01)  # the card: 120B
+    active_routed = 40 * 22 * 2 * 1024 * 2688
+    assert b["active"] == b["total"] - SUPER_ROUTED + active_routed
+    assert kv_bytes_per_token(m, "bf16") == 8 * 2 * 2 * 128 * 2  # 8 KiB: 8 attention layers, 2 K/V heads
+    # one decode token: the latent projections are dense GEMMs of every MoE layer; the routed experts multiply at
+    # the latent width (22 x 2 x 1024 x 2688 weights), and the weights read are those of the touched experts
+    ops = {o.name: o for o in decode_ops(m, BF16, "bf16", 1, 100)}
+    lat, ex = ops["moe_latent_proj"], ops["moe_experts"]
+    assert (lat.count, float(lat.flops), float(lat.weight_bytes)) == (40, 2 * 2 * 4096 * 1024, 2 * 4096 * 1024 * 2)
+    assert float(lat.act_bytes) == 2 * (4096 + 1024) * 2
+    assert float(ex.flops) == 2 * 22 * 2 * 1024 * 2688 and float(ex.weight_bytes) == 22 * 2 * 1024 * 2688 * 2
+    assert weight_bytes_by_group(m, BF16)["linear"] == 2 * (SUPER_ATTN + SUPER_MAMBA + SUPER_SHARED + SUPER_LATENT)
+    # expert parallelism dispatches the latent: a quarter of the bytes a 4096-wide MoE would send
+    from planner.serving.expert_parallel import all_to_all_bytes
+    assert m.expert_width == 1024
+    assert float(all_to_all_bytes(100, 22, m.expert_width, 2, 8)) == 100 * 22 * 1024 * 2 * 7 / 8
+
+
+def test_nemotron3_e_blocks_from_a_config():
+    """A Nemotron 3 Nano-shaped config (MoE blocks 'E' without a latent): the experts read the hidden width, the
+    shared expert its own size; an E block without its expert count is a one-line error naming the field."""
+    from planner.errors import PlannerError
+
+    c = {"architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hidden_size": 2688,
+         "num_hidden_layers": 5, "hybrid_override_pattern": "ME*EM", "num_attention_heads": 32,
+         "num_key_value_heads": 2, "head_dim": 128, "mamba_num_heads": 64, "mamba_head_dim": 64,
+         "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4, "n_routed_experts": 128, "num_experts_per_tok": 6,
+         "moe_intermediate_size": 1856, "n_shared_experts": 1, "moe_shared_expert_intermediate_size": 3712,
+         "mlp_hidden_act": "relu2", "vocab_size": 131072, "max_position_embeddings": 262144}
+    m = from_hf_config(c, name="nano-shape")
+    assert m.mixers == ("ssm", "none", "full", "none", "ssm") and m.mlps == ("none", "moe", "none", "moe", "none")
+    assert m.expert_width == 2688 and m.latent_proj_params() == 0
+    b = m.param_breakdown()
+    assert b["routed_experts"] == 2 * 128 * 2 * 2688 * 1856 and b["shared_experts"] == 2 * 2 * 2688 * 3712
+    assert b["expert_latent_proj"] == 0
+    assert "moe_latent_proj" not in {o.name for o in decode_ops(m, BF16, "bf16", 1, 10)}
+    with pytest.raises(PlannerError) as e:
+        from_hf_config({k: v for k, v in c.items() if k != "n_routed_experts"}, name="x", where="config.json")
+    assert "n_routed_experts" in str(e.value) and "\n" not in str(e.value)

@@ -75,18 +75,21 @@ def test_max_rate_with_ranges_and_replicas():
 
 
 def test_an_end_of_the_range_that_meets_the_limits_at_no_rate_is_zero(capsys):
-    # vLLM on H100s at fp8 (tp 4, Llama-3.1-70B): the predicted TTFT p95 at the highest passing rate is ~340 ms of a
-    # 500 ms limit, and the profile's slow prefill end (p10 of measured / predicted prefill speed on a TP group,
-    # 0.24: the vLLM 0.6.3 ROCm long-prompt runs) puts it near 1.4 s whatever the rate: no rate meets the limits
-    # there, so the range's low end is 0 req/s (a number, printed as 0), not an unknown
+    # a TTFT limit between a lone request's p95 TTFT at the predicted speed (t0) and at the slow end of the profile's
+    # prefill range (t0 / prefill_p10): the predicted engine meets it at a low rate, the slow one at no rate, so the
+    # range's low end is 0 req/s (a number, printed as 0), not an unknown
     w = make_workload(10, {"kind": "lognormal", "mean": 1000, "sigma": 0.8, "max": 8192},
                       {"kind": "lognormal", "mean": 250, "sigma": 0.7, "max": 2048})
     cfg = {"hardware": HW, "weights": "fp8", "tp": 4, "runtime": "vllm"}
-    r = max_rate("llama-3.1-70b", cfg, w, 500, 50, n_requests=300)
+    iv = max_rate("llama-3.1-70b", cfg, w, 1e6, 1e6, n_requests=300)["range"]["interval"]
+    t0 = simulate("llama-3.1-70b", cfg, w.model_copy(update={"qps": 0.01}), 300, ranges=False).summary["ttft_ms"]["p95"]
+    limit = t0 / iv["prefill_p10"] ** 0.5  # the geometric middle of t0 and t0 / prefill_p10
+    assert iv["prefill_p10"] < 0.8
+    r = max_rate("llama-3.1-70b", cfg, w, limit, 1e6, n_requests=300)
     lo, hi = r["range"]["max_requests_per_s"]
     assert lo == 0.0 and 0 < r["max_requests_per_s"] <= hi
     assert main(["simulate", "-m", "llama-3.1-70b", "-H", HW, "-w", "fp8", "--tp", "4", "--runtime", "vllm",
-                 "--max-rate", "--requests", "300"]) == 0
+                 "--max-rate", "--requests", "300", "--ttft-ms", f"{limit:.3f}", "--tpot-ms", "1000000"]) == 0
     out = capsys.readouterr().out
     assert "(p10-p90 0-" in out and "--" not in out.split("Server")[1].split(",")[0]
 

@@ -85,6 +85,22 @@ def test_mixtral_ep8_holds_one_expert_per_layer_per_rank():
     assert r.routed_experts_gb == pytest.approx(11.274, abs=1e-3)
 
 
+def test_routed_experts_keep_the_checkpoint_format_under_ep():
+    """gpt-oss-120b ships its routed experts in MXFP4 (4.25 bits); planned at bf16, the experts stay MXFP4
+    (ops.expert_bytes_per_weight) and only the rest is bf16. Its 36 layers x 128 experts x 3 x 2880 x 2880 params
+    (gated, with bias: + 2 x 2880 + 2880 per expert) x 4.25 / 8 bytes, 8 ranks: 7.62 GB per rank, the same at bf16
+    as at mxfp4; the other weights are positive and larger at bf16 (before, the routed bytes were counted at 2 bytes
+    per weight and subtracted from the MXFP4 total: the non-expert weights came out at -164 GB before the split over
+    ranks)."""
+    m, spec = load_model("gpt-oss-120b"), load_hardware("h100-sxm")
+    per_expert = 3 * 2880 * 2880 + 2 * 2880 + 2880
+    routed_gb = 36 * 128 * per_expert * 4.25 / 8 / 8 / 1e9
+    bf16 = ep_rank_memory(m, weight_format("bf16"), "bf16", spec, "ep", 8)
+    fp4 = ep_rank_memory(m, weight_format("mxfp4"), "bf16", spec, "ep", 8)
+    assert bf16.routed_experts_gb == pytest.approx(routed_gb, rel=1e-9) == fp4.routed_experts_gb
+    assert bf16.other_weights_gb > fp4.other_weights_gb > 0
+
+
 def test_all_to_all_bytes_and_time_inside_a_node():
     """128 tokens x top-8 x 7168 x 2 bytes x 7/8 = 12,845,056 B each way; over DGX NVLink (450 GB/s per direction,
     8 us per collective): 12,845,056 / 450e9 = 28.545 us + 8 us = 36.545 us."""
