@@ -92,7 +92,7 @@ def efficiency_origin(spec: HardwareSpec, unit: ComputeUnit, mode: str | Efficie
 
 def unmeasured_dequant_warning(eff: Efficiency, fmt_name: str, runtime_id: str | None) -> str | None:
     """A warning where a runtime profile has no fitted dequantization cost (Efficiency.dequant_overhead, GEMM time x
-    (1 + overhead)) for this weight-only quantized format: the estimate then counts none for it
+    (1 + overhead), per tile where Efficiency.dequant_tile_tokens is set) for this weight-only quantized format: the estimate then counts none for it
     (planner/roofline.py _device_model), which is optimistic; the warning gives the costs fitted for other formats
     for comparison (not a bound: an unmeasured format may cost more). None for a format without such a cost, or where it was fitted."""
     fitted = eff.dequant_overhead or {}
@@ -102,6 +102,8 @@ def unmeasured_dequant_warning(eff: Efficiency, fmt_name: str, runtime_id: str |
         return (f"runtime {runtime_id} was fitted on no weight-only quantized rows on this hardware class: the "
                 f"dequantization cost of {fmt_name} is not measured and the estimate counts none (optimistic)")
     listed = ", ".join(f"{f} +{v * 100:.0f}%" for f, v in sorted(fitted.items()))
-    return (f"runtime {runtime_id} has no measured dequantization cost for {fmt_name} (fitted GEMM-time costs: "
-            f"{listed}); the estimate counts none, so it is optimistic (the fitted formats cost up to "
+    tile = eff.dequant_tile_tokens
+    at = f" at 1 token, 1/{tile} of it per token in {tile}-token tiles" if tile else ""
+    return (f"runtime {runtime_id} has no measured dequantization cost for {fmt_name} (fitted GEMM-time costs"
+            f"{at}: {listed}); the estimate counts none, so it is optimistic (the fitted formats cost up to "
             f"{max(fitted.values()) * 100:.0f}%)")

@@ -271,6 +271,7 @@ class EfficiencyReport(_Out):
     step_overhead_ms: float
     compute_half_rows: float = 0.0
     dequant_overhead: dict[str, float] = {}
+    dequant_tile_tokens: int = 0  # tokens per tile the dequant cost is paid once for (Efficiency field), 0 = flat
     format_half_rows: dict[str, float] = {}
     class_compute_fraction: dict[str, float] = {}
     format_compute_fraction: dict[str, float] = {}

@@ -139,6 +139,7 @@ class DeviceModel:
     efficiency: Efficiency
     bytes_per_weight: float = 2.0       # the weight format's bytes per parameter (GEMM rows = flops / (2 x params))
     dequant_factor: float = 1.0         # 1 + efficiency.dequant_overhead[format]: GEMM compute-time multiplier
+    dequant_tile_tokens: int = 0        # efficiency.dequant_tile_tokens: the multiplier's share per tile (dequant_factor_at)
     matmul_cap_flops: float = float("inf")  # power cap on weight GEMMs: tdp_w x matmul_tflops_per_watt (FLOP/s)
     compute_half_rows: float | None = None  # the format's GEMM half rows (efficiency.format_half_rows); None: global
     unit_dtypes: tuple[str, ...] = ()       # dtypes the unit lists a peak for (native formats; regimes.kv_read_factor)
@@ -201,7 +202,8 @@ def _device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff:
     regime, kernel_peak = (unit_gemm_regime(spec, unit, fmt, dtypes[MATMUL]) if getattr(eff, "regime_curves", True)
                            else (None, 0.0))
     launch = regime.extra_launch_s(dtypes[MATMUL]) if regime is not None else 0.0
-    return DeviceModel(spec.id, unit.name, dtypes, peaks, bw, eff, fmt.bytes_per_weight, dq, cap, half,
+    return DeviceModel(spec.id, unit.name, dtypes, peaks, bw, eff, fmt.bytes_per_weight, dq,
+                       int(getattr(eff, "dequant_tile_tokens", 0) or 0), cap, half,
                        tuple(unit.peak_tflops), regime, kernel_peak * share, launch, unit.sm_count or 0,
                        (getattr(eff, "format_compute_fraction", None) or {}).get(fmt.name, 0.0))
 
@@ -281,10 +283,29 @@ def matmul_peak_scale(rows, half_rows, dequant_factor: float = 1.0):
     return rows / (rows + half_rows) / dequant_factor
 
 
+def dequant_factor_at(rows, dequant_factor, tile_tokens):
+    """GEMM compute-time multiplier for dequantizing weights in a GEMM of R rows (tokens):
+    1 + dequant_overhead x ceil(R / tile) / R where the kernel dequantizes each weight once per tile of `tile`
+    tokens (Efficiency.dequant_tile_tokens > 0), else 1 + dequant_overhead at any R. dequant_overhead is then the
+    matrix-vector (R = 1) share: a decode step pays it in full, a 512-token prompt tiled by 32 pays 16/512 of it
+    (llama.cpp's Metal kernel_mul_mm dequantizes a 64-row weight tile into threadgroup memory per 32-token block,
+    ggml-metal.metal BLOCK_SIZE_N 32; its kernel_mul_mv dequantizes every weight for each token). Scalars or arrays
+    (a stacked sweep device: one tile per device, 0 where the share is flat)."""
+    if tile_tokens.__class__ in (int, float) and not tile_tokens:
+        return dequant_factor
+    if rows.__class__ is float and tile_tokens.__class__ in (int, float) and dequant_factor.__class__ is float:
+        r = rows if rows >= 1.0 else 1.0  # one GEMM: the same IEEE steps on floats (the scalar path replays them)
+        return 1.0 + (dequant_factor - 1.0) * (math.ceil(r / tile_tokens) / r)
+    r = np.maximum(np.asarray(rows, dtype=np.float64), 1.0)
+    t = np.asarray(tile_tokens, dtype=np.float64)
+    share = np.where(t > 0, np.ceil(r / np.where(t > 0, t, 1.0)) / r, 1.0)
+    return 1.0 + (np.asarray(dequant_factor, dtype=np.float64) - 1.0) * share
+
+
 def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
     """Per-op roofline times. Weight GEMMs (matmul ops that read weights) run at
-    min(peak x compute_fraction, power cap) x R / (R + compute_half_rows) / (1 + dequant_overhead[format])
-    when a runtime profile sets those (defaults: the plain peak x compute_fraction). On a unit that lists an SM
+    min(peak x compute_fraction, power cap) x R / (R + compute_half_rows) / dequant_factor_at(R)
+    (1 + dequant_overhead[format], per tile where the profile sets dequant_tile_tokens) when a runtime profile sets those (defaults: the plain peak x compute_fraction). On a unit that lists an SM
     count their time is regimes.weight_gemm_time_s: the compute time padded to tile_m-row tiles and combined with
     the memory time by the ridge roll-off (t_c^p + t_m^p)^(1/p) instead of max(), constants fitted to measured
     kernels (hardware_specs/defaults/regimes.yaml). The engine's compute_fraction stays the engine's share of the
@@ -295,6 +316,7 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
     if half is None:
         half = getattr(dev.efficiency, "compute_half_rows", 0.0)
     dq = getattr(dev, "dequant_factor", 1.0)
+    dq_tile = getattr(dev, "dequant_tile_tokens", 0)
     cap = getattr(dev, "matmul_cap_flops", math.inf)
     if half.__class__ in _PLAIN and dq.__class__ in _PLAIN and cap.__class__ in _PLAIN:  # one device
         refine = bool(half) or dq != 1.0 or math.isfinite(cap)
@@ -328,7 +350,7 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
         if refine and weight_gemm:  # the regime curve replaces the engine's R / (R + half_rows) shape
             capped = (peak if peak <= cap else cap) if peak.__class__ is float and cap.__class__ is float \
                 else np.minimum(peak, cap)
-            peak = capped * matmul_peak_scale(rows, half_gemm, dq)
+            peak = capped * matmul_peak_scale(rows, half_gemm, dequant_factor_at(rows, dq, dq_tile))
         grouped = weight_gemm and op.name in GROUPED_GEMM_OPS
         if grouped:  # an expert GEMM computes at grouped_compute_ratio x the dense rate (planner.regimes)
             grouped_rate = grouped_compute_ratio() if grouped_rate is None else grouped_rate

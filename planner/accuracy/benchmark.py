@@ -69,6 +69,14 @@ ENGINES = {
 # (ggml-org/llama.cpp#24777 adds an opt-in sm_90a wgmma path that falls through to stock MMQ); its H100 rows run at
 # the A100 per-SM rate on its 16-bit path too (hardware_specs/h100-pcie.yaml mma_sync_source)
 SYNC_MMA_ENGINES = frozenset({"llamacpp"})
+# (engine, hardware class) -> tokens per tile over which the engine's quantized GEMM dequantizes each weight once
+# (Efficiency.dequant_tile_tokens, roofline.dequant_factor_at): read from the kernels, not fitted. llama.cpp on Metal:
+# kernel_mul_mm stages a 64-row weight tile in threadgroup memory per 32-token block (ggml-metal.metal BLOCK_SIZE_N
+# 32), kernel_mul_mv dequantizes every weight for each token; so the fitted dequant_overhead is the decode (R = 1)
+# share and a prompt pays 1/32 of it. Not on CUDA: there the fitted overhead stands for the quantized prompt path
+# itself (MMQ's int8 tiles, or dequantize-to-fp16 + cuBLAS) and 1/32 of it left the Spark's MMQ prefill to a 13x
+# decode overhead (README, tried and rejected in session 28).
+DEQUANT_TILE_TOKENS = {("llamacpp", "apple-gpu"): 32}
 RUNTIME_UNIT_KIND = "gpu"  # every engine here runs on the GPU (llama.cpp on a Mac: Metal, not the Neural Engine)
 BASELINE_DIR = Path(__file__).resolve().parents[2] / "reports" / "baseline_profiles"
 
@@ -93,6 +101,7 @@ def _add_units(df):
     df["family"] = [ENGINES[r][2] for r in df["runtime"]]
     df["fp16_acc"] = [ENGINES[r][3] for r in df["runtime"]]
     df["sync_mma"] = [r in SYNC_MMA_ENGINES for r in df["runtime"]]
+    df["dq_tile"] = [DEQUANT_TILE_TOKENS.get((r, c), 0) for r, c in zip(df["runtime"], classes)]
     moe = {m: load_model(m).moe is not None for m in df["model"].unique()}  # the architecture says, not the name
     df["moe"] = [moe[m] for m in df["model"]]
     return df
@@ -111,7 +120,7 @@ OWN_KERNEL_FAMILIES = frozenset({"local"})
 
 
 def _fit(df, d: Design, mask: np.ndarray, fp16_acc: bool, cls: str | None = None, level: str = "engine",
-         sync_mma: bool = False) -> dict:
+         sync_mma: bool = False, dequant_tile: int = 0) -> dict:
     """Parameters fitted on the masked rows (each row keeps its engine's fp16-accumulate setting); the result
     carries fp16_acc, the setting of the engine it is for. With cls set and fewer than MIN_FIT_ROWS of the rows from
     that class, the compute parameters are reset to the prior (COMPUTE_KEYS): a handful of rows cannot outweigh
@@ -127,9 +136,11 @@ def _fit(df, d: Design, mask: np.ndarray, fp16_acc: bool, cls: str | None = None
     row_fmts = df.loc[mask, "weights"].to_numpy()
     params, _ = fit_design(sub, formats, df.loc[mask, "fp16_acc"].to_numpy(dtype=np.float64), sm_cap=own,
                            frac_formats=own_fraction_formats(row_fmts) if own else (),
-                           sync_mma=df.loc[mask, "sync_mma"].to_numpy(dtype=np.float64))
+                           sync_mma=df.loc[mask, "sync_mma"].to_numpy(dtype=np.float64),
+                           dequant_tile=df.loc[mask, "dq_tile"].to_numpy(dtype=np.float64))
     params["fp16_accumulate"] = bool(fp16_acc)
     params["sync_mma"] = bool(sync_mma)
+    params["dequant_tile_tokens"] = int(dequant_tile)
     own_kernels = level == "family" and set(df.loc[mask, "family"]) <= OWN_KERNEL_FAMILIES
     if own_kernels or (cls is not None and (df.loc[mask, "hw_class"] == cls).sum() < MIN_FIT_ROWS):
         params.update({k: PRIOR[k] for k in COMPUTE_KEYS}, format_compute_fraction={})
@@ -144,6 +155,7 @@ def _eff_dict(eff) -> dict:
     v["dequant_overhead"] = dict(eff.dequant_overhead or {})
     v["fp16_accumulate"] = bool(eff.fp16_accumulate)
     v["sync_mma"] = bool(eff.sync_mma)
+    v["dequant_tile_tokens"] = int(eff.dequant_tile_tokens)
     return v
 
 
@@ -185,7 +197,8 @@ def loso_predict(df, d: Design, sources=None):
             rows[g.index] = True
             for lvl, m in _chain(df, fit_ok & ~in_s, rt, cls):
                 if m.sum() >= MIN_FIT_ROWS:
-                    params = _fit(df, d, m, ENGINES[rt][3], cls, lvl, rt in SYNC_MMA_ENGINES)
+                    params = _fit(df, d, m, ENGINES[rt][3], cls, lvl, rt in SYNC_MMA_ENGINES,
+                                  DEQUANT_TILE_TOKENS.get((rt, cls), 0))
                     t[rows] = predict_with(d.subset(rows), params)
                     level[rows] = lvl
                     used[(src, rt, cls)] = (lvl, params)
@@ -272,7 +285,7 @@ def loso_intervals(df, log_ratio: np.ndarray, level: np.ndarray):
 
 EFF_KEYS = ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kernel_overhead_us", "step_overhead_ms",
             "matmul_tflops_per_watt", "fp16_accumulate", "sync_mma", "dequant_overhead", "sm_bandwidth_gbs",
-            "format_compute_fraction")
+            "format_compute_fraction", "dequant_tile_tokens")
 
 # HF transformers eager has no published row in the data; its parameters are physical estimates (documented):
 # an eager HF Llama decoder layer launches ~55 kernels per step (fp32 RMSNorm decomposed into pow/mean/rsqrt/mul,
@@ -296,7 +309,7 @@ HF_EAGER_WIDEN = 1.5  # log-space widening of the extrapolated range for an engi
 def _round(v, n=4):
     if isinstance(v, dict):
         return {k: _round(x, n) for k, x in v.items()}
-    if isinstance(v, bool):
+    if isinstance(v, (bool, int)):
         return v
     return float(f"{v:.{n}g}")
 
@@ -316,7 +329,8 @@ def production_fits(df, d: Design) -> dict:
                 continue
             for lvl, m in _chain(df, fit_ok, rt, cls):
                 if m.sum() >= MIN_FIT_ROWS:
-                    out[(rt, cls)] = (lvl, _fit(df, d, m, ENGINES[rt][3], cls, lvl, rt in SYNC_MMA_ENGINES), m)
+                    out[(rt, cls)] = (lvl, _fit(df, d, m, ENGINES[rt][3], cls, lvl, rt in SYNC_MMA_ENGINES,
+                                                DEQUANT_TILE_TOKENS.get((rt, cls), 0)), m)
                     break
     return out
 
@@ -431,7 +445,8 @@ def build_profiles(df, d: Design, res, today: str | None = None) -> dict:
                 "split": "parameters fitted on every non-anomalous row of the level named per class; ranges from "
                          "leave-one-source-out residuals (planner/accuracy/benchmark.py)",
                 "model": "per-op roofline: max(flops / min(peak x compute_fraction, tdp_w x matmul_tflops_per_watt) "
-                         "x (R + compute_half_rows) / R x (1 + dequant_overhead[format]), bytes / (bandwidth x "
+                         "x (R + compute_half_rows) / R x (1 + dequant_overhead[format] x ceil(R / dequant_tile_tokens) / R where a "
+                         "tile is set), bytes / (bandwidth x "
                          "bandwidth_fraction)) + kernel_overhead_us per op + step_overhead_ms per step (+ TP "
                          "all-reduces); fp16_accumulate is set from the engine's code, not fitted",
             }})

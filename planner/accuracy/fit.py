@@ -56,9 +56,9 @@ def _sigmoid(x):
 
 class _Problem:
     def __init__(self, d: Design, formats: list[str], fp16_accumulate: bool = False, sm_cap: bool = False,
-                 frac_formats: tuple[str, ...] = (), sync_mma: bool = False):
+                 frac_formats: tuple[str, ...] = (), sync_mma: bool = False, dequant_tile=0):
         self.d, self.formats, self.fp16_accumulate, self.sm_cap = d, formats, fp16_accumulate, sm_cap
-        self.sync_mma = sync_mma
+        self.sync_mma, self.dequant_tile = sync_mma, dequant_tile
         self.frac_formats = list(frac_formats)
         self.fmt_idx = np.array([formats.index(f) if f in formats else -1 for f in d.fmt])
         self.frac_idx = np.array([self.frac_formats.index(f) if f in self.frac_formats else -1 for f in d.fmt])
@@ -94,6 +94,7 @@ class _Problem:
         p["sm_bandwidth_gbs"] = np.full(n, v["sm_bandwidth_gbs"])
         p["fp16_accumulate"] = np.broadcast_to(np.asarray(self.fp16_accumulate, dtype=np.float64), (n,))
         p["sync_mma"] = np.broadcast_to(np.asarray(self.sync_mma, dtype=np.float64), (n,))
+        p["dequant_tile_tokens"] = np.broadcast_to(np.asarray(self.dequant_tile, dtype=np.float64), (n,))
         dq = np.array([v["dequant_overhead"][f] for f in self.formats] + [0.0])
         p["dequant_factor"] = 1.0 + dq[self.fmt_idx]
         if self.frac_formats:
@@ -107,19 +108,20 @@ class _Problem:
 
 def fit_design(d: Design, formats: list[str], fp16_accumulate: bool = False,
                iterations: int = 60, x_init=None, sm_cap: bool = True,
-               frac_formats: tuple[str, ...] = (), sync_mma: bool = False) -> tuple[dict, np.ndarray]:
+               frac_formats: tuple[str, ...] = (), sync_mma: bool = False,
+               dequant_tile=0) -> tuple[dict, np.ndarray]:
     """MAP fit of one class; returns (parameters, residuals log(pred/measured) of the design's rows).
-    fp16_accumulate and sync_mma are not fitted: they are what the runtime's code does (set per runtime in
-    benchmark.py; scalars or per-row arrays).
+    fp16_accumulate, sync_mma and dequant_tile (tokens per dequantizing tile, Efficiency.dequant_tile_tokens) are
+    not fitted: they are what the runtime's code does (set per runtime in benchmark.py; scalars or per-row arrays).
     sm_cap: try the SM bandwidth cap (module docstring); False = no cap. frac_formats: native weight formats that
     get a compute fraction of their own (own_fraction_formats)."""
     if x_init is not None:
-        return _solve(_Problem(d, formats, fp16_accumulate, sm_cap, frac_formats, sync_mma),
+        return _solve(_Problem(d, formats, fp16_accumulate, sm_cap, frac_formats, sync_mma, dequant_tile),
                       np.array(x_init, dtype=np.float64), iterations)
-    prob = _Problem(d, formats, fp16_accumulate, False, frac_formats, sync_mma)
+    prob = _Problem(d, formats, fp16_accumulate, False, frac_formats, sync_mma, dequant_tile)
     v, r, f, x = _solve(prob, prob.x0.copy(), iterations, full=True)
     if sm_cap and np.any(d.sm > 0):  # try the cap, from the uncapped solution
-        capped = _Problem(d, formats, fp16_accumulate, True, frac_formats, sync_mma)
+        capped = _Problem(d, formats, fp16_accumulate, True, frac_formats, sync_mma, dequant_tile)
         vc, rc, fc, _ = _solve(capped, np.where(np.arange(len(capped.x0)) == CAP_INDEX, capped.x0, x), CAP_ITERATIONS,
                                full=True)
         if sm_cap_binds(d, vc) and 2 * (f - fc) / RESIDUAL_SD ** 2 > np.log(max(d.n_rows, 2)):
@@ -204,6 +206,7 @@ def predict_with(d: Design, v: dict) -> np.ndarray:
     p["sm_bandwidth_gbs"] = np.full(n, v.get("sm_bandwidth_gbs", 0.0))
     p["fp16_accumulate"] = np.full(n, float(v.get("fp16_accumulate", False)))
     p["sync_mma"] = np.full(n, float(v.get("sync_mma", False)))
+    p["dequant_tile_tokens"] = np.full(n, float(v.get("dequant_tile_tokens", 0)))
     dq = v.get("dequant_overhead") or {}
     p["dequant_factor"] = np.array([1.0 + dq.get(f, 0.0) for f in d.fmt])
     fcf = v.get("format_compute_fraction") or {}

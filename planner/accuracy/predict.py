@@ -9,7 +9,8 @@ P_class and bandwidth BW:
   BW_e = min(BW x e.bandwidth_fraction, SMs x e.sm_bandwidth_gbs)  (roofline.effective_bandwidth_bytes_s; no cap
          where either is 0)
   weight GEMMs:  P x cf_o = min(P' x e.compute_fraction, tdp_w x e.matmul_tflops_per_watt)
-                                x R_o / (R_o + e.compute_half_rows) / (1 + e.dequant_overhead[fmt])
+                                x R_o / (R_o + e.compute_half_rows) / dequant_factor_at(R_o)
+                 (1 + e.dequant_overhead[fmt], x ceil(R_o / tile) / R_o where e.dequant_tile_tokens sets a tile)
                  (P' = the fp16-accumulate peak when e.fp16_accumulate, roofline.fp16_accumulate_peak)
   matmul and attention ops: P (P') x the unit's mma_sync_share when e.sync_mma (roofline.sync_mma_share)
   other ops:     P x cf_o = P x e.compute_fraction
@@ -36,7 +37,8 @@ from ..ops import ATTENTION, MATMUL, step_ops
 from ..quantization import weight_format
 from ..regimes import (GROUPED_GEMM_OPS, grouped_compute_ratio, kv_read_factor, regime_constants,
                        weight_gemm_time_s)
-from ..roofline import (device_model, effective_bandwidth_bytes_s, fp16_accumulate_peak, gemm_rows, kv_passes,
+from ..roofline import (dequant_factor_at, device_model, effective_bandwidth_bytes_s, fp16_accumulate_peak,
+                        gemm_rows, kv_passes,
                         select_unit, unit_gemm_regime)
 from ..units import GB, GIB, TERA
 from .decode_kernels import score_bytes_factor
@@ -334,7 +336,11 @@ def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
         cf = np.where(d.matmul & (mf > 0), mf, cf)
     on = d.regime & (params.get("regime_curves", np.ones(d.n_rows))[r] > 0)  # Efficiency.regime_curves per row
     half = np.where(on, 0.0, params["compute_half_rows"][r])  # the regime curve replaces R / (R + half)
-    scale = np.where(d.gemm, d.rows_gemm / np.maximum(d.rows_gemm + half, 1e-30) / params["dequant_factor"], 1.0)
+    dqf = params["dequant_factor"]
+    tile = params.get("dequant_tile_tokens")  # Efficiency.dequant_tile_tokens per row (roofline.dequant_factor_at)
+    if tile is not None and np.any(tile > 0):
+        dqf = dequant_factor_at(d.rows_gemm, dqf, tile[r])
+    scale = np.where(d.gemm, d.rows_gemm / np.maximum(d.rows_gemm + half, 1e-30) / dqf, 1.0)
     peak = np.where(params["fp16_accumulate"][r] > 0, d.peak_acc16, d.peak) * cf
     sync = params.get("sync_mma")  # Efficiency.sync_mma: mma.sync kernels reach the unit's mma_sync_share
     share = np.where(sync[r] > 0, d.sync_share, 1.0) if sync is not None and np.any(sync > 0) else 1.0
@@ -373,7 +379,7 @@ def params_for_rows(d: Design, effs: list) -> dict[str, np.ndarray]:
     out = {k: np.array([getattr(e, k) for e in effs], dtype=np.float64)
            for k in ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kernel_overhead_us",
                      "step_overhead_ms", "fp16_accumulate", "matmul_tflops_per_watt", "regime_curves",
-                     "kv_cache_copy", "sm_bandwidth_gbs", "sync_mma")}
+                     "kv_cache_copy", "sm_bandwidth_gbs", "sync_mma", "dequant_tile_tokens")}
     dq_row = [e.dequant_overhead or {} for e in effs]
     out["dequant_factor"] = np.array([1.0 + dq_row[i].get(f, 0.0) for i, f in zip(d.row, d.fmt)])
     fcf_row = [e.format_compute_fraction or {} for e in effs]

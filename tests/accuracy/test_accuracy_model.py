@@ -548,3 +548,18 @@ def test_offline_sharegpt_runs_are_steady_state_at_the_pool_the_engine_holds(pre
     assert vl["batch"] == 256
     steps, work = steps_of_row(vl)
     assert work == 256 * 194 and steps[0] == ("prefill", 256, 227, 0, 1.0)
+
+
+def test_committed_profiles_carry_the_dequant_tile_of_their_kernels():
+    """Efficiency.dequant_tile_tokens is read from the kernels, not fitted (benchmark.DEQUANT_TILE_TOKENS): llama.cpp
+    on Metal dequantizes each weight once per 32-token tile (ggml-metal.metal kernel_mul_mm, BLOCK_SIZE_N 32); every
+    other committed class pays its dequantization share at any R (0)."""
+    from planner.accuracy.benchmark import DEQUANT_TILE_TOKENS
+    from planner.runtimes import list_runtime_ids, load_runtime
+
+    seen = {}
+    for rt in list_runtime_ids():
+        for c in load_runtime(rt).classes:
+            seen[(rt, c.key)] = c.efficiency.dequant_tile_tokens
+    assert seen[("llamacpp", "apple-gpu")] == 32 and seen[("llamacpp", "nvidia-gpu")] == 0
+    assert all(v == DEQUANT_TILE_TOKENS.get(k, 0) for k, v in seen.items()), seen

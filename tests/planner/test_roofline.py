@@ -67,3 +67,45 @@ def test_tensor_parallel_keeps_query_heads_per_kv_head_until_kv_heads_replicate(
     for tp, g in ((1, 8.0), (8, 8.0), (16, 4.0)):
         s = next(o for o in split_ops(ops, m, tp) if o.name == "attn_scores")
         assert (s.kv_group, s.kv_passes) == (g, g), tp
+
+
+def _gemm_compute_s(spec_id, fmt_name, eff, batch_tokens):
+    """compute_s of Llama-2-7B's MLP GEMM for a prompt of `batch_tokens` tokens (R = that many rows)."""
+    from planner.ops import prefill_ops
+
+    spec, f = load_hardware(spec_id), weight_format(fmt_name)
+    dev = device_model(spec, spec.unit("gpu"), f, eff)
+    ops = prefill_ops(load_model("llama-2-7b"), f, "fp16", 1, batch_tokens)
+    return {ot.op.name: ot for ot in time_ops(ops, dev)}["mlp"]
+
+
+@pytest.mark.parametrize("rows, share", [(1, 1.0), (32, 1 / 32), (40, 2 / 40), (512, 16 / 512)])
+def test_dequant_cost_is_paid_once_per_tile_of_tokens(rows, share):
+    """Efficiency.dequant_tile_tokens = 32 (llama.cpp's Metal kernel_mul_mm dequantizes a weight tile once per
+    32-token block): a weight GEMM of R rows pays dequant_overhead x ceil(R / 32) / R of its compute time, by hand
+    1 + 1.0 x (1, 1/32, 2/40, 16/512) at R = 1, 32, 40, 512; without a tile it pays the full 1.0 at any R. Compute
+    time = 32 layers x 2 x R x 4096 x 11008 x 3 FLOPs / (M4 Max 15.05 TFLOP/s x 0.7), the plain roofline (no half
+    rows)."""
+    base = dict(BASE, regime_curves=False)
+    flat = Efficiency(**base, dequant_overhead={"q4_0": 1.0})
+    tiled = Efficiency(**base, dequant_overhead={"q4_0": 1.0}, dequant_tile_tokens=32)
+    plain = _gemm_compute_s("apple-m4-max", "q4_0", Efficiency(**base), rows)
+    by_hand = 32 * 2 * rows * 4096 * 11008 * 3 / (15.05e12 * 0.7)
+    assert float(plain.compute_s) == pytest.approx(by_hand, rel=1e-9)
+    assert float(_gemm_compute_s("apple-m4-max", "q4_0", flat, rows).compute_s) == pytest.approx(2 * by_hand)
+    assert float(_gemm_compute_s("apple-m4-max", "q4_0", tiled, rows).compute_s) == pytest.approx(
+        (1 + share) * by_hand)
+
+
+def test_dequant_factor_at_on_stacked_devices():
+    """A sweep stacks devices: one tile per device (0 = flat), the same factors as one device at a time."""
+    import numpy as np
+
+    from planner.roofline import dequant_factor_at
+
+    rows = np.array([1.0, 64.0, 512.0]).reshape(1, 3)
+    tiles = np.array([0, 32]).reshape(2, 1)
+    got = dequant_factor_at(rows, 3.0, tiles)
+    assert got[0].tolist() == [3.0, 3.0, 3.0]  # flat: 1 + 2.0 at any R
+    assert got[1].tolist() == pytest.approx([3.0, 1 + 2.0 * 2 / 64, 1 + 2.0 * 16 / 512])
+    assert dequant_factor_at(rows, 3.0, 0) == 3.0
