@@ -103,7 +103,7 @@ def unmeasured_dequant_warning(eff: Efficiency, fmt_name: str, runtime_id: str |
                 f"dequantization cost of {fmt_name} is not measured and the estimate counts none (optimistic)")
     listed = ", ".join(f"{f} +{v * 100:.0f}%" for f, v in sorted(fitted.items()))
     tile = eff.dequant_tile_tokens
-    at = f" at 1 token, 1/{tile} of it per token in {tile}-token tiles" if tile else ""
+    at = f" per token up to 8 tokens, 1/{tile} of it per token in {tile}-token tiles above" if tile else ""
     return (f"runtime {runtime_id} has no measured dequantization cost for {fmt_name} (fitted GEMM-time costs"
             f"{at}: {listed}); the estimate counts none, so it is optimistic (the fitted formats cost up to "
             f"{max(fitted.values()) * 100:.0f}%)")

@@ -214,11 +214,12 @@ class Efficiency(_Frozen):
         "(compute time x (1 + overhead)); formats not listed: 0"))
     dequant_tile_tokens: int = Field(0, ge=0, le=4096, description=(
         "tokens per tile over which the runtime's quantized GEMM kernel dequantizes each weight once: the dequant "
-        "cost of a GEMM of R rows is then dequant_overhead x ceil(R / tile) / R of its compute time "
-        "(planner/roofline.py dequant_factor_at): paid in full by the matrix-vector kernel of a decode step, "
-        "1/tile of it by a prompt's tiled GEMM. llama.cpp on Metal: 32 (ggml-metal.metal kernel_mul_mm stages a "
-        "64-row weight tile in threadgroup memory per 32-token block, BLOCK_SIZE_N 32); 0 = the same share at any R "
-        "(where the fitted overhead stands for the whole quantized GEMM path, e.g. llama.cpp's CUDA MMQ)"))
+        "cost of a GEMM of R > 8 rows is then dequant_overhead x ceil(R / tile) / R of its compute time, of R <= 8 "
+        "(the matrix-vector kernels) all of it (planner/roofline.py dequant_factor_at): paid in full by a decode "
+        "step, 1/tile of it by a prompt's tiled GEMM. llama.cpp on Metal: 32 (ggml-metal.metal kernel_mul_mm "
+        "stages a 64-row weight tile in threadgroup memory per 32-token block, BLOCK_SIZE_N 32, for ne11 > 8); 0 = "
+        "the same share at any R (where the fitted overhead stands for the whole quantized GEMM path, e.g. "
+        "llama.cpp's CUDA MMQ)"))
     fp16_accumulate: bool = Field(False, description=(
         "the runtime's 16-bit GEMMs accumulate in fp16 (llama.cpp's cuBLAS path, CUBLAS_COMPUTE_16F): on NVIDIA "
         "tensor cores that rate is half the int8 rate, which is 2x the listed fp32-accumulate rate on GeForce "

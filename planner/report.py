@@ -73,8 +73,8 @@ def estimate_text(e: Estimate) -> str:
         + (f" ({e.efficiency.format_compute_fraction[e.weights]:.2f} for {e.weights} GEMMs)"
            if e.weights in e.efficiency.format_compute_fraction else "")
         + (f", {e.weights} dequantization +{e.efficiency.dequant_overhead[e.weights] * 100:.0f}% GEMM time"
-           + (f" at 1 token, 1/{e.efficiency.dequant_tile_tokens} of it per token in "
-              f"{e.efficiency.dequant_tile_tokens}-token tiles" if e.efficiency.dequant_tile_tokens else "")
+           + (f" per token up to 8 tokens, 1/{e.efficiency.dequant_tile_tokens} of it per token in "
+              f"{e.efficiency.dequant_tile_tokens}-token tiles above" if e.efficiency.dequant_tile_tokens else "")
            if e.weights in e.efficiency.dequant_overhead else "") + ", "
         f"{e.efficiency.kernel_overhead_us:g} us/op, {e.efficiency.step_overhead_ms:g} ms/step  [{e.efficiency.source}]",
     ]

@@ -283,22 +283,30 @@ def matmul_peak_scale(rows, half_rows, dequant_factor: float = 1.0):
     return rows / (rows + half_rows) / dequant_factor
 
 
+# Where a runtime's quantized GEMM dequantizes per tile (Efficiency.dequant_tile_tokens), GEMMs of up to this many
+# tokens run its matrix-vector kernels instead, which dequantize every weight for each token: llama.cpp's Metal
+# backend takes kernel_mul_mm only for ne11 > ne11_mm_min = 8 (ggml-metal-ops.cpp), kernel_mul_mv / mul_mv_ext below.
+DEQUANT_MATVEC_TOKENS = 8
+
+
 def dequant_factor_at(rows, dequant_factor, tile_tokens):
     """GEMM compute-time multiplier for dequantizing weights in a GEMM of R rows (tokens):
-    1 + dequant_overhead x ceil(R / tile) / R where the kernel dequantizes each weight once per tile of `tile`
-    tokens (Efficiency.dequant_tile_tokens > 0), else 1 + dequant_overhead at any R. dequant_overhead is then the
-    matrix-vector (R = 1) share: a decode step pays it in full, a 512-token prompt tiled by 32 pays 16/512 of it
-    (llama.cpp's Metal kernel_mul_mm dequantizes a 64-row weight tile into threadgroup memory per 32-token block,
+    1 + dequant_overhead x share(R), share = ceil(R / tile) / R where the kernel dequantizes each weight once per
+    tile of `tile` tokens (Efficiency.dequant_tile_tokens > 0) and R > DEQUANT_MATVEC_TOKENS, else 1 (the
+    matrix-vector kernels of R <= 8 tokens, and every R where no tile is set). dequant_overhead is then the
+    per-token share: a decode step pays it in full, a 512-token prompt tiled by 32 pays 16/512 of it (llama.cpp's
+    Metal kernel_mul_mm dequantizes a 64-row weight tile into threadgroup memory per 32-token block,
     ggml-metal.metal BLOCK_SIZE_N 32; its kernel_mul_mv dequantizes every weight for each token). Scalars or arrays
     (a stacked sweep device: one tile per device, 0 where the share is flat)."""
     if tile_tokens.__class__ in (int, float) and not tile_tokens:
         return dequant_factor
     if rows.__class__ is float and tile_tokens.__class__ in (int, float) and dequant_factor.__class__ is float:
-        r = rows if rows >= 1.0 else 1.0  # one GEMM: the same IEEE steps on floats (the scalar path replays them)
-        return 1.0 + (dequant_factor - 1.0) * (math.ceil(r / tile_tokens) / r)
+        if rows <= DEQUANT_MATVEC_TOKENS:  # one GEMM: the same IEEE steps on floats (the scalar path replays them)
+            return dequant_factor
+        return 1.0 + (dequant_factor - 1.0) * (math.ceil(rows / tile_tokens) / rows)
     r = np.maximum(np.asarray(rows, dtype=np.float64), 1.0)
     t = np.asarray(tile_tokens, dtype=np.float64)
-    share = np.where(t > 0, np.ceil(r / np.where(t > 0, t, 1.0)) / r, 1.0)
+    share = np.where((t > 0) & (r > DEQUANT_MATVEC_TOKENS), np.ceil(r / np.where(t > 0, t, 1.0)) / r, 1.0)
     return 1.0 + (np.asarray(dequant_factor, dtype=np.float64) - 1.0) * share
 
 

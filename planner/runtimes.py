@@ -11,8 +11,8 @@ parameters the roofline uses (planner/roofline.py):
   step_overhead_ms      fixed cost per forward step (sampling, host sync, graph launch)
   dequant_overhead      per weight format: extra GEMM compute time for dequantizing weights (fraction)
   dequant_tile_tokens   not fitted: tokens per tile over which the kernel dequantizes each weight once (llama.cpp on
-                        Metal: 32), so dequant_overhead is the decode (R = 1) share and an R-token GEMM pays
-                        ceil(R / tile) / R of it; 0 = the same share at any R
+                        Metal: 32), so dequant_overhead is the per-token share of its mat-vec kernels (R <= 8)
+                        and an R-token GEMM above that pays ceil(R / tile) / R of it; 0 = the same share at any R
   format_compute_fraction  per weight format without a dequant cost: its own compute fraction, where the engine's
                         rows hold two such formats (vLLM on ROCm: fp8 and bf16 GEMMs run different kernels)
   sm_bandwidth_gbs      bandwidth one SM sustains in the engine's memory-bound kernels (Little's law): effective

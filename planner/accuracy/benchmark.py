@@ -72,8 +72,8 @@ SYNC_MMA_ENGINES = frozenset({"llamacpp"})
 # (engine, hardware class) -> tokens per tile over which the engine's quantized GEMM dequantizes each weight once
 # (Efficiency.dequant_tile_tokens, roofline.dequant_factor_at): read from the kernels, not fitted. llama.cpp on Metal:
 # kernel_mul_mm stages a 64-row weight tile in threadgroup memory per 32-token block (ggml-metal.metal BLOCK_SIZE_N
-# 32), kernel_mul_mv dequantizes every weight for each token; so the fitted dequant_overhead is the decode (R = 1)
-# share and a prompt pays 1/32 of it. Not on CUDA: there the fitted overhead stands for the quantized prompt path
+# 32) for more than 8 tokens, kernel_mul_mv / mul_mv_ext dequantize every weight for each token up to 8
+# (roofline.DEQUANT_MATVEC_TOKENS); so the fitted dequant_overhead is the decode share and a prompt pays 1/32 of it. Not on CUDA: there the fitted overhead stands for the quantized prompt path
 # itself (MMQ's int8 tiles, or dequantize-to-fp16 + cuBLAS) and 1/32 of it left the Spark's MMQ prefill to a 13x
 # decode overhead (README, tried and rejected in session 28).
 DEQUANT_TILE_TOKENS = {("llamacpp", "apple-gpu"): 32}

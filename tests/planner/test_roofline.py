@@ -79,11 +79,13 @@ def _gemm_compute_s(spec_id, fmt_name, eff, batch_tokens):
     return {ot.op.name: ot for ot in time_ops(ops, dev)}["mlp"]
 
 
-@pytest.mark.parametrize("rows, share", [(1, 1.0), (32, 1 / 32), (40, 2 / 40), (512, 16 / 512)])
+@pytest.mark.parametrize("rows, share", [(1, 1.0), (8, 1.0), (9, 1 / 9), (32, 1 / 32), (40, 2 / 40),
+                                         (512, 16 / 512)])
 def test_dequant_cost_is_paid_once_per_tile_of_tokens(rows, share):
     """Efficiency.dequant_tile_tokens = 32 (llama.cpp's Metal kernel_mul_mm dequantizes a weight tile once per
-    32-token block): a weight GEMM of R rows pays dequant_overhead x ceil(R / 32) / R of its compute time, by hand
-    1 + 1.0 x (1, 1/32, 2/40, 16/512) at R = 1, 32, 40, 512; without a tile it pays the full 1.0 at any R. Compute
+    32-token block, for more than 8 tokens; its mat-vec kernels up to 8 dequantize per token): a weight GEMM of R
+    rows pays dequant_overhead x ceil(R / 32) / R of its compute time above 8 rows, all of it up to 8, by hand
+    1 + 1.0 x (1, 1, 1/9, 1/32, 2/40, 16/512) at R = 1, 8, 9, 32, 40, 512; without a tile the full 1.0 at any R. Compute
     time = 32 layers x 2 x R x 4096 x 11008 x 3 FLOPs / (M4 Max 15.05 TFLOP/s x 0.7), the plain roofline (no half
     rows)."""
     base = dict(BASE, regime_curves=False)
@@ -103,9 +105,11 @@ def test_dequant_factor_at_on_stacked_devices():
 
     from planner.roofline import dequant_factor_at
 
-    rows = np.array([1.0, 64.0, 512.0]).reshape(1, 3)
+    rows = np.array([1.0, 4.0, 64.0, 512.0]).reshape(1, 4)
     tiles = np.array([0, 32]).reshape(2, 1)
     got = dequant_factor_at(rows, 3.0, tiles)
-    assert got[0].tolist() == [3.0, 3.0, 3.0]  # flat: 1 + 2.0 at any R
-    assert got[1].tolist() == pytest.approx([3.0, 1 + 2.0 * 2 / 64, 1 + 2.0 * 16 / 512])
+    assert got[0].tolist() == [3.0, 3.0, 3.0, 3.0]  # flat: 1 + 2.0 at any R
+    assert got[1].tolist() == pytest.approx([3.0, 3.0, 1 + 2.0 * 2 / 64, 1 + 2.0 * 16 / 512])
+    for i, r in enumerate([1.0, 4.0, 64.0, 512.0]):  # the one-GEMM path: the same numbers
+        assert dequant_factor_at(r, 3.0, 32) == pytest.approx(float(got[1, i]))
     assert dequant_factor_at(rows, 3.0, 0) == 3.0
