@@ -124,6 +124,14 @@ def expert_bytes_per_weight(m: ModelArch, fmt: WeightFormat) -> float:
     return fmt.bytes_per_weight
 
 
+def embedding_bits(m: ModelArch, fmt: WeightFormat) -> float:
+    """Bits per weight of the token-embedding matrix as stored: the format's embedding bits, or, where the LM head is
+    tied to it (one matrix in two roles), the LM head's. A quantizer gives a tied matrix its output role's type:
+    llama.cpp's llama_tensor_get_type quantizes token_embd like output.weight (Q6_K under Q4_0 / Q4_K_M, Q8_0 under
+    Q8_0) when the model has no output tensor; the other formats keep both 16-bit."""
+    return fmt.lm_head_bits if m.tie_word_embeddings else fmt.embedding_bits
+
+
 def weight_bytes_by_group(m: ModelArch, fmt: WeightFormat) -> dict[str, float]:
     """Bytes of every weight group at the format's bits; norms, router and vision tower stay 16-bit. Sums to the
     weight memory. A model read from a GGUF or safetensors file whose tensors are in this format returns the
@@ -135,7 +143,7 @@ def weight_bytes_by_group(m: ModelArch, fmt: WeightFormat) -> dict[str, float]:
     bpw = fmt.bytes_per_weight
     linear = b["attention"] + b["state_mixers"] + b["dense_mlp"] + b["shared_experts"] + b["expert_latent_proj"]
     return {
-        "embedding": b["embedding"] * fmt.embedding_bits / 8,
+        "embedding": b["embedding"] * embedding_bits(m, fmt) / 8,
         "linear": linear * bpw,
         "routed_experts": b["routed_experts"] * expert_bytes_per_weight(m, fmt),
         "router": b["router"] * 2.0,
@@ -295,7 +303,7 @@ def step_ops(m: ModelArch, fmt: WeightFormat, kv_dtype: str, stage: str, batch, 
     h, a, bpw = m.hidden_size, activation_bytes(fmt), fmt.bytes_per_weight
     L = m.num_layers
     ops: list[OpCost] = [
-        OpCost("embedding", stage, 1, 0.0, T * h * fmt.embedding_bits / 8, T * h * a, compute=VECTOR),
+        OpCost("embedding", stage, 1, 0.0, T * h * embedding_bits(m, fmt) / 8, T * h * a, compute=VECTOR),
         OpCost("norms", stage, L, 4.0 * T * h * (m.norm_params_per_layer() // h),
                m.norm_params_per_layer() * 2.0, (m.norm_params_per_layer() // h) * 2 * T * h * a, compute=VECTOR),
     ]
@@ -334,7 +342,7 @@ def step_ops(m: ModelArch, fmt: WeightFormat, kv_dtype: str, stage: str, batch, 
             ops.append(OpCost("moe_shared_experts", stage, nm, 2 * T * sp, sp * bpw, T * 3 * h * a))
     # final norm + LM head on the last position of each sequence; a tied head still reads the embedding matrix
     lm_p = m.vocab_size * h
-    lm_bits = fmt.embedding_bits if m.tie_word_embeddings else fmt.lm_head_bits
+    lm_bits = embedding_bits(m, fmt) if m.tie_word_embeddings else fmt.lm_head_bits
     ops.append(OpCost("lm_head", stage, 1, 2 * B * lm_p, lm_p * lm_bits / 8, B * (h * a + m.vocab_size * 4.0)))
     return ops
 

@@ -25,7 +25,8 @@ reports/accuracy.md): every regime with >= 20 rows must
     then 1,448 rows (Nemotron 3 Super in the catalog maps the vLLM DGX Spark blog's 9 rows): decode_b1 9.0 / 26.1,
     decode_batched 8.5 / 31.1, prefill 15.2 / 51.7, e2e 9.2 / 19.4; session 28 (llama.cpp on Metal dequantizes a
     weight once per 32-token tile, Efficiency.dequant_tile_tokens): decode_b1 8.4 / 24.6, decode_batched 8.5 / 31.1,
-    prefill 15.3 / 51.3, e2e 9.2 / 19.4 (decode_b1 ceilings 9.7 / 28.3);
+    prefill 15.3 / 51.3, e2e 9.2 / 19.4 (decode_b1 ceilings 9.7 / 28.3); a tied embedding at the output tensor's
+    type (ops.embedding_bits): decode_b1 8.4 / 24.4, prefill 15.3 / 51.2;
   * the issue-11 targets that are reached stay reached: batched decode median <= 15% and p90 <= 35% (session 21), end-to-end median <= 12% and
     p90 <= 30% (session 19), and p10-p90 coverage within 70-90% in every regime (session 19: decode_b1 76,
     decode_batched 81, prefill 85, e2e 86 with residuals weighted 1 / sqrt(rows of their source),

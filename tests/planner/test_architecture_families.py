@@ -351,3 +351,24 @@ def test_nemotron3_e_blocks_from_a_config():
     with pytest.raises(PlannerError) as e:
         from_hf_config({k: v for k, v in c.items() if k != "n_routed_experts"}, name="x", where="config.json")
     assert "n_routed_experts" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_tied_embedding_is_stored_at_the_output_tensors_type():
+    """Gemma-3-4B ties its LM head to the 262,208 x 2,560 = 671,252,480-parameter token embedding. llama.cpp's
+    quantizer gives a tied token_embd the output tensor's type (llama_tensor_get_type: Q6_K under Q4_0, 6.5625 bits),
+    so at q4_0 the matrix is 671,252,480 x 6.5625 / 8 = 550,636,800 B, in memory and in every decode step's LM head
+    (not 4.5 bits: 377,579,520 B); Llama-3-8B's untied embedding stays at the format's 4.5 bits (525,336,576 params,
+    295,501,824 B) beside its Q6_K output; fp16 is 16 bits either way."""
+    from planner.ops import decode_ops, weight_bytes_by_group
+    from planner.quantization import weight_format
+
+    g, q4 = load_model("gemma-3-4b"), weight_format("q4_0")
+    assert 262208 * 2560 == 671_252_480
+    assert weight_bytes_by_group(g, q4)["embedding"] == pytest.approx(550_636_800)
+    assert weight_bytes_by_group(g, q4)["lm_head"] == 0.0
+    lm = next(o for o in decode_ops(g, q4, "fp16", 1, 128) if o.name == "lm_head")
+    assert float(lm.weight_bytes) == pytest.approx(550_636_800)
+    l3 = load_model("llama-3-8b")
+    assert weight_bytes_by_group(l3, q4)["embedding"] == pytest.approx(128256 * 4096 * 4.5 / 8)
+    assert weight_bytes_by_group(l3, q4)["lm_head"] == pytest.approx(128256 * 4096 * 6.5625 / 8)
+    assert weight_bytes_by_group(g, weight_format("fp16"))["embedding"] == pytest.approx(671_252_480 * 2)
