@@ -127,6 +127,11 @@ def explain_text(e: Estimate) -> str:
             lines.append(f"  {phase:8s} compute {x[phase]['compute_share'] * 100:5.1f}%   bandwidth "
                          f"{x[phase]['bandwidth_share'] * 100:5.1f}%")
     lines.append("  A measurement slower than predicted reaches proportionally less: measured/predicted x these.")
+    dq = e.efficiency.dequant_overhead.get(e.weights)
+    if dq and e.decode is not None and e.decode.bound == "compute":
+        lines.append(f"  Decode is compute bound on dequantization (not in the compute share, 2 FLOP per weight): "
+                     f"{e.weights}'s fitted cost adds {dq:.2f}x the GEMM time"
+                     + (" per token up to 8 tokens" if e.efficiency.dequant_tile_tokens else "") + ".")
     return "\n".join(lines)
 
 

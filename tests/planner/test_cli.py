@@ -207,6 +207,25 @@ def test_the_efficiency_line_names_the_fitted_dequantization_cost_of_the_format(
     assert code == 0 and f"q4_k_m dequantization +{cost * 100:.0f}% GEMM time" in out
 
 
+def test_explain_names_dequantization_where_it_bounds_decode(capsys):
+    """On an M4 Max llama.cpp's fitted q4_k_m cost (its Metal mat-vec kernels dequantize every weight per token,
+    Efficiency.dequant_tile_tokens) makes batch-1 decode compute bound at 5% of the 2-FLOP-per-weight peak share:
+    --explain says why; on an RTX 4090 the same decode is memory bound and the line is absent."""
+    from planner.hardware import load_hardware
+    from planner.runtimes import load_runtime
+
+    spec = load_hardware("apple-m4-max")
+    gpu = next(u for u in spec.units if u.name == "gpu")
+    cost = load_runtime("llamacpp").for_unit(spec, gpu).efficiency.dequant_overhead["q4_k_m"]
+    code, out, _ = run(capsys, "estimate", "-m", "llama-3.1-8b", "-H", "apple-m4-max", "-w", "q4_k_m", "--runtime",
+                       "llamacpp", "--explain")
+    assert code == 0 and "compute bound" in out.split("TPOT")[1].splitlines()[0]
+    assert f"q4_k_m's fitted cost adds {cost:.2f}x the GEMM time per token up to 8 tokens" in out
+    code, out, _ = run(capsys, "estimate", "-m", "llama-3.1-8b", "-H", "rtx-4090", "-w", "q4_k_m", "--runtime",
+                       "llamacpp", "--explain")
+    assert code == 0 and "compute bound on dequantization" not in out
+
+
 def test_the_runtime_help_lists_every_profile():
     """--runtime's help (estimate, sweep, batching, speculative) names the profiles that hardware_specs/runtimes/
     holds, no more and no fewer."""
