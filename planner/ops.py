@@ -292,11 +292,14 @@ def _state_ops(m: ModelArch, fmt: WeightFormat, stage: str, B, S, a: float) -> l
 
 
 def step_ops(m: ModelArch, fmt: WeightFormat, kv_dtype: str, stage: str, batch, new_tokens, past,
-             flash_attention: bool = True) -> list[OpCost]:
+             flash_attention: bool = True, identical_sequences: bool = False) -> list[OpCost]:
     """All operators of one forward step over `batch` sequences, each adding `new_tokens` after `past` cached.
 
     Prefill: new_tokens = prompt length, past = 0 (or the cached prefix for chunked prefill).
     Decode: new_tokens = 1, past = tokens already in the cache.
+    identical_sequences: the batch's sequences are one token sequence repeated (a benchmark's dummy prompts, greedy
+    decoding: TensorRT-LLM's gptSessionBenchmark fills every prompt with the pad id), so they route alike and an MoE
+    layer touches the experts of new_tokens tokens, not of batch x new_tokens.
     """
     B, S = _f(batch), _f(new_tokens)
     T = B * S
@@ -330,7 +333,7 @@ def step_ops(m: ModelArch, fmt: WeightFormat, kv_dtype: str, stage: str, batch, 
         nm = m.num_moe_layers
         ep = m.expert_params()
         Ie = m.moe.expert_intermediate_size
-        touched = expected_distinct_experts(E, k, T)
+        touched = expected_distinct_experts(E, k, S if identical_sequences else T)
         ops.append(OpCost("moe_router", stage, nm, 2 * T * h * E, m.router_params() * 2.0, T * (h + E) * a))
         lp, w = m.latent_proj_params(), m.expert_width
         if lp:  # LatentMoE: hidden -> latent before the routed experts, latent -> hidden after them

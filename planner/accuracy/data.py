@@ -142,6 +142,11 @@ def regime_of(kind: str, batch: int) -> str:
     return "decode_b1" if batch == 1 else "decode_batched"
 
 LLAMACPP_UBATCH = 512       # llama-bench n_ubatch default, where a row's notes state no `n_ubatch=N`
+# benchmark tools whose batch is one token sequence repeated, so that an MoE layer's experts are those of one sequence
+# (planner.ops.step_ops identical_sequences): TensorRT-LLM's gptSessionBenchmark fills every prompt with the pad id
+# (benchmarks/cpp/gptSessionBenchmark.cpp: `std::vector<int32_t> inputsHost(batchSize * maxInputLength, padId)`)
+# and decodes greedily (topK 1), so all B sequences generate the same tokens.
+IDENTICAL_SEQUENCE_TOOLS = ("gptSessionBenchmark",)
 GPT_FAST_PROMPT = 5         # README: "prompt ~5 tokens"
 GPT_FAST_OUTPUT = 100       # generate.py default max_new_tokens (the README does not state it)
 
@@ -234,6 +239,7 @@ def load_rows(path: str | Path = DATA_PATH, serving_path: str | Path | None = No
             "anomalous": anomaly or "", "tp": tp,
             "kv_per_query_head": decode_kernel_per_query_head(runtime, r["framework"], r["source_id"], model,
                                                               prompt + output),
+            "identical_sequences": any(t in str(r["framework"]) for t in IDENTICAL_SEQUENCE_TOOLS),
         })
     from .serving_rows import SERVING_PATH, load_serving_rows
 

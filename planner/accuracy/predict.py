@@ -240,7 +240,8 @@ def build_design(df) -> Design:
         meas[i] = wk / r["measured"] if wk else r["measured"] / 1e3
         for stage, B, S, P, w in steps:
             key = (r["model"], r["weights"], r["kv_dtype"], bool(r["flash_attention"]), stage, int(r.get("tp", 1)),
-                   r["hardware"] if r.get("tp", 1) > 1 else "", bool(r.get("kv_per_query_head", False)))
+                   r["hardware"] if r.get("tp", 1) > 1 else "", bool(r.get("kv_per_query_head", False)),
+                   r.get("identical_sequences") in (True, 1))  # where set (a NaN from the other file is not)
             steps_by_group.setdefault(key, []).append((i, B, S, P, w))
             row_steps[i] += w
     # device inputs per row (datasheet peaks; efficiency enters only at evaluation)
@@ -268,12 +269,12 @@ def build_design(df) -> Design:
                                      "matmul", "sync_share")}
     row_ops = np.zeros(n)
     comm = np.zeros(n)
-    for (model, weights, kv, flash, stage, tp, hw, per_head), items in steps_by_group.items():
+    for (model, weights, kv, flash, stage, tp, hw, per_head, same), items in steps_by_group.items():
         arr = np.array(items, dtype=np.float64)
         ri = arr[:, 0].astype(int)
         B, S, P, w = arr[:, 1], arr[:, 2], arr[:, 3], arr[:, 4]
         m, fmt = load_model(model), weight_format(weights)
-        ops = step_ops(m, fmt, kv, stage, B, S, P, flash)
+        ops = step_ops(m, fmt, kv, stage, B, S, P, flash, identical_sequences=same)
         if tp > 1:
             from ..serving.parallelism import node_for, split_ops, tp_comm_time_s
             ops = split_ops(ops, m, tp)

@@ -312,6 +312,7 @@ def map_serving_row(r: dict, hw_known: set, models_known: set,
         "tp": tp,
         "ttft_mode": "steady" if steady is not None else TTFT_MODES.get(src, "single"), "work_div": 1,
         "kv_per_query_head": decode_kernel_per_query_head(runtime, r["framework"], src, model, P + O),
+        "identical_sequences": False,  # serving benchmarks send distinct (random or dataset) prompts
     }, None
 
 

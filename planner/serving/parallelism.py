@@ -249,12 +249,14 @@ def tp_comm_time_s(m, fmt, tokens, tp: int, link: Link | None):
 
 
 def tp_step_time_s(m, fmt, kv_dtype, dev: DeviceModel, stage: str, batch, new_tokens, past, tp: int = 1,
-                   link: Link | None = None, flash_attention: bool = True):
+                   link: Link | None = None, flash_attention: bool = True, identical_sequences: bool = False):
     """One forward step on a t-way tensor-parallel group: the core's roofline on per-GPU ops + all-reduces.
 
-    With tp = 1 this is planner.latency.prefill_time_s / decode_step_time_s exactly.
+    With tp = 1 this is planner.latency.prefill_time_s / decode_step_time_s exactly. identical_sequences: the batch
+    is one sequence repeated (planner.ops.step_ops).
     """
-    ops = split_ops(step_ops(m, fmt, kv_dtype, stage, batch, new_tokens, past, flash_attention), m, tp)
+    ops = split_ops(step_ops(m, fmt, kv_dtype, stage, batch, new_tokens, past, flash_attention, identical_sequences),
+                    m, tp)
     t = step_time_s(time_ops(ops, dev), dev)
     if tp > 1:
         t = t + tp_comm_time_s(m, fmt, np.asarray(batch, dtype=np.float64) * np.asarray(new_tokens), tp, link)

@@ -126,7 +126,7 @@ def test_tensor_parallel_rows_match_tp_step_time(prepared):
         link = node_for(spec).intra_link()
         steps, _ = steps_of_row(r)
         t = sum(w * float(tp_step_time_s(load_model(r["model"]), fmt, r["kv_dtype"], dev, st, B, S, P, r["tp"], link,
-                                         True)) for st, B, S, P, w in steps)
+                                         True, r["identical_sequences"] in (True, 1))) for st, B, S, P, w in steps)
         assert math.isclose(t_flat[i], t, rel_tol=1e-9), r
 
 
@@ -563,3 +563,16 @@ def test_committed_profiles_carry_the_dequant_tile_of_their_kernels():
             seen[(rt, c.key)] = c.efficiency.dequant_tile_tokens
     assert seen[("llamacpp", "apple-gpu")] == 32 and seen[("llamacpp", "nvidia-gpu")] == 0
     assert all(v == DEQUANT_TILE_TOKENS.get(k, 0) for k, v in seen.items()), seen
+
+
+def test_gptsessionbenchmark_rows_are_one_sequence_repeated():
+    """TensorRT-LLM's gptSessionBenchmark fills every prompt with the pad id and decodes greedily
+    (data.IDENTICAL_SEQUENCE_TOOLS), so its rows, and only they, carry identical_sequences: their MoE decode touches
+    one sequence's experts (planner.ops.step_ops). vLLM's and llama.cpp's tools send distinct or single prompts."""
+    from planner.accuracy.data import load_rows
+
+    df, _ = load_rows()
+    same = df["identical_sequences"] == True  # noqa: E712  (a column of Python bools)
+    assert set(df.loc[same, "source"]) == {"trtllm_perf_doc_v0.6.1", "trtllm_perf_doc_v0.8.0", "trtllm_perf_doc_v0.9.0"}
+    assert df.loc[same, "identical_sequences"].map(type).eq(bool).all()
+    assert not df.loc[df["runtime"] == "vllm", "identical_sequences"].any()

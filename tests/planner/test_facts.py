@@ -210,3 +210,25 @@ def test_tensor_parallel_bad_degrees(kw, needle):
     from planner.errors import PlannerError
     with pytest.raises(PlannerError, match=needle):
         estimate("llama-2-7b", "h100-sxm", **kw)
+
+
+def test_identical_sequences_touch_one_sequences_experts():
+    """Mixtral-8x7B decode at batch 32 (8 experts, top-2, 32 layers of 3 x 4096 x 14336 = 176,160,768 parameters per
+    expert). Independent sequences touch E (1 - (1 - k/E)^B) = 8 (1 - 0.75^32) = 7.99920 experts per layer; a batch
+    of one sequence repeated (TensorRT-LLM's gptSessionBenchmark: every prompt the pad id, greedy decoding) touches
+    k = 2, so the expert op reads 2 x 176,160,768 x 2 B = 704,643,072 B per layer at fp16, not 2,818,289,000. The
+    FLOPs (2 x 32 tokens x 2 experts x 176,160,768) are the same either way."""
+    from planner.ops import step_ops
+
+    m, f = load_model("mixtral-8x7b"), weight_format("fp16")
+    ep = 3 * 4096 * 14336
+    indep = next(o for o in step_ops(m, f, "fp16", "decode", 32, 1, 2048) if o.name == "moe_experts")
+    same = next(o for o in step_ops(m, f, "fp16", "decode", 32, 1, 2048, identical_sequences=True)
+                if o.name == "moe_experts")
+    assert float(indep.weight_bytes) == pytest.approx(8 * (1 - 0.75 ** 32) * ep * 2, rel=1e-12)
+    assert float(same.weight_bytes) == pytest.approx(2 * ep * 2, rel=1e-12) == 704_643_072
+    assert float(same.flops) == float(indep.flops) == pytest.approx(2 * 32 * 2 * ep)
+    # a prefill of one repeated 128-token prompt routes 128 distinct positions, not 32 x 128 tokens
+    p_same = next(o for o in step_ops(m, f, "fp16", "prefill", 32, 128, 0, identical_sequences=True)
+                  if o.name == "moe_experts")
+    assert float(p_same.weight_bytes) == pytest.approx(8 * (1 - 0.75 ** 128) * ep * 2, rel=1e-12)
