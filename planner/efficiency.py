@@ -19,7 +19,8 @@ from pydantic import ValidationError
 
 from .catalog_index import by_identity, folder_index, parsed
 from .errors import pydantic_one_line
-from .hardware import DATASHEET_EFFICIENCY, SPECS_DIR, ComputeUnit, Efficiency, HardwareSpec, default_efficiency
+from .hardware import (DATASHEET_EFFICIENCY, DEQUANT_MATVEC_TOKENS, SPECS_DIR, ComputeUnit, Efficiency,
+                       HardwareSpec, default_efficiency)
 from .io import read_yaml
 from .quantization import DEQUANT_FITTED_FORMATS
 
@@ -92,7 +93,8 @@ def efficiency_origin(spec: HardwareSpec, unit: ComputeUnit, mode: str | Efficie
 
 def unmeasured_dequant_warning(eff: Efficiency, fmt_name: str, runtime_id: str | None) -> str | None:
     """A warning where a runtime profile has no fitted dequantization cost (Efficiency.dequant_overhead, GEMM time x
-    (1 + overhead), per tile where Efficiency.dequant_tile_tokens is set) for this weight-only quantized format: the estimate then counts none for it
+    (1 + overhead), per tile where Efficiency.dequant_tile_tokens is set) for this weight-only quantized format: the
+    estimate then counts none for it
     (planner/roofline.py _device_model), which is optimistic; the warning gives the costs fitted for other formats
     for comparison (not a bound: an unmeasured format may cost more). None for a format without such a cost, or where it was fitted."""
     fitted = eff.dequant_overhead or {}
@@ -103,7 +105,8 @@ def unmeasured_dequant_warning(eff: Efficiency, fmt_name: str, runtime_id: str |
                 f"dequantization cost of {fmt_name} is not measured and the estimate counts none (optimistic)")
     listed = ", ".join(f"{f} +{v * 100:.0f}%" for f, v in sorted(fitted.items()))
     tile = eff.dequant_tile_tokens
-    at = f" per token up to 8 tokens, 1/{tile} of it per token in {tile}-token tiles above" if tile else ""
+    at = (f" per token up to {DEQUANT_MATVEC_TOKENS} tokens, 1/{tile} of it per token in {tile}-token tiles above"
+          if tile else "")
     return (f"runtime {runtime_id} has no measured dequantization cost for {fmt_name} (fitted GEMM-time costs"
             f"{at}: {listed}); the estimate counts none, so it is optimistic (the fitted formats cost up to "
             f"{max(fitted.values()) * 100:.0f}%)")

@@ -185,6 +185,12 @@ class UnpublishedFigure(_Frozen):
     reason: str = Field(min_length=3)
 
 
+# Where a runtime's quantized GEMM dequantizes per tile (Efficiency.dequant_tile_tokens), GEMMs of up to this many
+# tokens run its matrix-vector kernels instead, which dequantize every weight for each token: llama.cpp's Metal
+# backend takes kernel_mul_mm only for ne11 > ne11_mm_min = 8 (ggml-metal-ops.cpp), kernel_mul_mv / mul_mv_ext below.
+DEQUANT_MATVEC_TOKENS = 8
+
+
 class Efficiency(_Frozen):
     """Achievable fractions of peak and fixed costs; the roofline divides peaks by these.
 

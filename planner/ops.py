@@ -345,7 +345,7 @@ def step_ops(m: ModelArch, fmt: WeightFormat, kv_dtype: str, stage: str, batch, 
             ops.append(OpCost("moe_shared_experts", stage, nm, 2 * T * sp, sp * bpw, T * 3 * h * a))
     # final norm + LM head on the last position of each sequence; a tied head still reads the embedding matrix
     lm_p = m.vocab_size * h
-    lm_bits = embedding_bits(m, fmt) if m.tie_word_embeddings else fmt.lm_head_bits
+    lm_bits = fmt.lm_head_bits  # untied, or tied: the one matrix is stored at the output's type (embedding_bits)
     ops.append(OpCost("lm_head", stage, 1, 2 * B * lm_p, lm_p * lm_bits / 8, B * (h * a + m.vocab_size * 4.0)))
     return ops
 

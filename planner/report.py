@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .estimate import Estimate
+from .hardware import DEQUANT_MATVEC_TOKENS
 from .units import fmt_bytes, fmt_ms
 
 
@@ -73,8 +74,9 @@ def estimate_text(e: Estimate) -> str:
         + (f" ({e.efficiency.format_compute_fraction[e.weights]:.2f} for {e.weights} GEMMs)"
            if e.weights in e.efficiency.format_compute_fraction else "")
         + (f", {e.weights} dequantization +{e.efficiency.dequant_overhead[e.weights] * 100:.0f}% GEMM time"
-           + (f" per token up to 8 tokens, 1/{e.efficiency.dequant_tile_tokens} of it per token in "
-              f"{e.efficiency.dequant_tile_tokens}-token tiles above" if e.efficiency.dequant_tile_tokens else "")
+           + (f" per token up to {DEQUANT_MATVEC_TOKENS} tokens, 1/{e.efficiency.dequant_tile_tokens} of it per "
+              f"token in {e.efficiency.dequant_tile_tokens}-token tiles above" if e.efficiency.dequant_tile_tokens
+              else "")
            if e.weights in e.efficiency.dequant_overhead else "") + ", "
         f"{e.efficiency.kernel_overhead_us:g} us/op, {e.efficiency.step_overhead_ms:g} ms/step  [{e.efficiency.source}]",
     ]
@@ -131,7 +133,8 @@ def explain_text(e: Estimate) -> str:
     if dq and e.decode is not None and e.decode.bound == "compute":
         lines.append(f"  Decode is compute bound on dequantization (not in the compute share, 2 FLOP per weight): "
                      f"{e.weights}'s fitted cost adds {dq:.2f}x the GEMM time"
-                     + (" per token up to 8 tokens" if e.efficiency.dequant_tile_tokens else "") + ".")
+                     + (f" per token up to {DEQUANT_MATVEC_TOKENS} tokens" if e.efficiency.dequant_tile_tokens
+                        else "") + ".")
     return "\n".join(lines)
 
 

@@ -18,7 +18,7 @@ from functools import cached_property
 
 from .catalog_index import by_identity
 from .errors import PlannerError
-from .hardware import ComputeUnit, Efficiency, HardwareSpec, default_efficiency
+from .hardware import DEQUANT_MATVEC_TOKENS, ComputeUnit, Efficiency, HardwareSpec, default_efficiency
 from .lazy import np
 from .ops import ATTENTION, MATMUL, VECTOR, OpCost
 from .quantization import WeightFormat
@@ -139,7 +139,7 @@ class DeviceModel:
     efficiency: Efficiency
     bytes_per_weight: float = 2.0       # the weight format's bytes per parameter (GEMM rows = flops / (2 x params))
     dequant_factor: float = 1.0         # 1 + efficiency.dequant_overhead[format]: GEMM compute-time multiplier
-    dequant_tile_tokens: int = 0        # efficiency.dequant_tile_tokens: the multiplier's share per tile (dequant_factor_at)
+    dequant_tile_tokens: int = 0        # efficiency.dequant_tile_tokens (dequant_factor_at: its share per tile)
     matmul_cap_flops: float = float("inf")  # power cap on weight GEMMs: tdp_w x matmul_tflops_per_watt (FLOP/s)
     compute_half_rows: float | None = None  # the format's GEMM half rows (efficiency.format_half_rows); None: global
     unit_dtypes: tuple[str, ...] = ()       # dtypes the unit lists a peak for (native formats; regimes.kv_read_factor)
@@ -283,12 +283,6 @@ def matmul_peak_scale(rows, half_rows, dequant_factor: float = 1.0):
     return rows / (rows + half_rows) / dequant_factor
 
 
-# Where a runtime's quantized GEMM dequantizes per tile (Efficiency.dequant_tile_tokens), GEMMs of up to this many
-# tokens run its matrix-vector kernels instead, which dequantize every weight for each token: llama.cpp's Metal
-# backend takes kernel_mul_mm only for ne11 > ne11_mm_min = 8 (ggml-metal-ops.cpp), kernel_mul_mv / mul_mv_ext below.
-DEQUANT_MATVEC_TOKENS = 8
-
-
 def dequant_factor_at(rows, dequant_factor, tile_tokens):
     """GEMM compute-time multiplier for dequantizing weights in a GEMM of R rows (tokens):
     1 + dequant_overhead x share(R), share = ceil(R / tile) / R where the kernel dequantizes each weight once per
@@ -313,9 +307,10 @@ def dequant_factor_at(rows, dequant_factor, tile_tokens):
 def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
     """Per-op roofline times. Weight GEMMs (matmul ops that read weights) run at
     min(peak x compute_fraction, power cap) x R / (R + compute_half_rows) / dequant_factor_at(R)
-    (1 + dequant_overhead[format], per tile where the profile sets dequant_tile_tokens) when a runtime profile sets those (defaults: the plain peak x compute_fraction). On a unit that lists an SM
-    count their time is regimes.weight_gemm_time_s: the compute time padded to tile_m-row tiles and combined with
-    the memory time by the ridge roll-off (t_c^p + t_m^p)^(1/p) instead of max(), constants fitted to measured
+    (1 + dequant_overhead[format], per tile where the profile sets dequant_tile_tokens) when a runtime profile sets
+    those (defaults: the plain peak x compute_fraction). On a unit that lists an SM count their time is
+    regimes.weight_gemm_time_s: the compute time padded to tile_m-row tiles and combined with the memory time by
+    the ridge roll-off (t_c^p + t_m^p)^(1/p) instead of max(), constants fitted to measured
     kernels (hardware_specs/defaults/regimes.yaml). The engine's compute_fraction stays the engine's share of the
     peak; the regime curve only gives the shape."""
     peaks, bw = dev.eff_peak_flops, dev.eff_bandwidth_bytes_s

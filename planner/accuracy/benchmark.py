@@ -73,9 +73,10 @@ SYNC_MMA_ENGINES = frozenset({"llamacpp"})
 # (Efficiency.dequant_tile_tokens, roofline.dequant_factor_at): read from the kernels, not fitted. llama.cpp on Metal:
 # kernel_mul_mm stages a 64-row weight tile in threadgroup memory per 32-token block (ggml-metal.metal BLOCK_SIZE_N
 # 32) for more than 8 tokens, kernel_mul_mv / mul_mv_ext dequantize every weight for each token up to 8
-# (roofline.DEQUANT_MATVEC_TOKENS); so the fitted dequant_overhead is the decode share and a prompt pays 1/32 of it. Not on CUDA: there the fitted overhead stands for the quantized prompt path
-# itself (MMQ's int8 tiles, or dequantize-to-fp16 + cuBLAS) and 1/32 of it left the Spark's MMQ prefill to a 13x
-# decode overhead (README, tried and rejected in session 28).
+# (hardware.DEQUANT_MATVEC_TOKENS); so the fitted dequant_overhead is the decode share and a prompt pays 1/32 of it.
+# Not on CUDA: there the fitted overhead stands for the quantized prompt path itself (MMQ's int8 tiles, or
+# dequantize-to-fp16 + cuBLAS) and 1/32 of it left the Spark's MMQ prefill to a 13x decode overhead (README, tried
+# and rejected in session 28).
 DEQUANT_TILE_TOKENS = {("llamacpp", "apple-gpu"): 32}
 RUNTIME_UNIT_KIND = "gpu"  # every engine here runs on the GPU (llama.cpp on a Mac: Metal, not the Neural Engine)
 BASELINE_DIR = Path(__file__).resolve().parents[2] / "reports" / "baseline_profiles"
@@ -445,8 +446,8 @@ def build_profiles(df, d: Design, res, today: str | None = None) -> dict:
                 "split": "parameters fitted on every non-anomalous row of the level named per class; ranges from "
                          "leave-one-source-out residuals (planner/accuracy/benchmark.py)",
                 "model": "per-op roofline: max(flops / min(peak x compute_fraction, tdp_w x matmul_tflops_per_watt) "
-                         "x (R + compute_half_rows) / R x (1 + dequant_overhead[format] x ceil(R / dequant_tile_tokens) / R where a "
-                         "tile is set), bytes / (bandwidth x "
+                         "x (R + compute_half_rows) / R x (1 + dequant_overhead[format] x ceil(R / "
+                         "dequant_tile_tokens) / R where a tile is set), bytes / (bandwidth x "
                          "bandwidth_fraction)) + kernel_overhead_us per op + step_overhead_ms per step (+ TP "
                          "all-reduces); fp16_accumulate is set from the engine's code, not fitted",
             }})
