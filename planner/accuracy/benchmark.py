@@ -69,6 +69,13 @@ ENGINES = {
 # (ggml-org/llama.cpp#24777 adds an opt-in sm_90a wgmma path that falls through to stock MMQ); its H100 rows run at
 # the A100 per-SM rate on its 16-bit path too (hardware_specs/h100-pcie.yaml mma_sync_source)
 SYNC_MMA_ENGINES = frozenset({"llamacpp"})
+# serving engines whose decode steps replay captured CUDA / HIP graphs in the measured versions (one launch per
+# step, the kernels back to back): vLLM (enforce_eager off by default), SGLang (cuda_graph_max_bs), TGI (CUDA graphs
+# for its batch buckets since 1.4). TensorRT-LLM's gptSessionBenchmark runs graphs only with --enable_cuda_graph
+# (off in the perf docs' commands) and LMDeploy TurboMind v0.1-v0.2 launches each kernel. A serving engine with no
+# rows on a class takes the pooled rows of the engines that launch as it does, where they are enough (_chain): the
+# per-op and per-step costs are the launch path's.
+GRAPH_ENGINES = frozenset({"vllm", "sglang", "tgi"})
 # (engine, hardware class) -> tokens per tile over which the engine's quantized GEMM dequantizes each weight once
 # (Efficiency.dequant_tile_tokens, roofline.dequant_factor_at): read from the kernels, not fitted. llama.cpp on Metal:
 # kernel_mul_mm stages a 64-row weight tile in threadgroup memory per 32-token block (ggml-metal.metal BLOCK_SIZE_N
@@ -179,8 +186,11 @@ def _chain(df, fit_ok: np.ndarray, rt: str, cls: str):
     is_rt = (df["runtime"] == rt).to_numpy()
     is_cls = (df["hw_class"] == cls).to_numpy()
     is_fam = (df["family"] == fam).to_numpy()
-    return [("engine", fit_ok & is_rt & is_cls), ("engine-other-hw", fit_ok & is_rt),
-            ("family", fit_ok & is_fam & is_cls)]
+    chain = [("engine", fit_ok & is_rt & is_cls), ("engine-other-hw", fit_ok & is_rt)]
+    if fam == "serving":  # first the serving engines that launch as this one does (GRAPH_ENGINES)
+        same_launch = df["runtime"].isin(GRAPH_ENGINES).to_numpy() == (rt in GRAPH_ENGINES)
+        chain.append(("family", fit_ok & is_fam & is_cls & same_launch))
+    return chain + [("family", fit_ok & is_fam & is_cls)]
 
 
 def loso_predict(df, d: Design, sources=None):
@@ -420,10 +430,13 @@ def build_profiles(df, d: Design, res, today: str | None = None) -> dict:
             if score_bytes_factor(rt, vendor) != 1.0:  # its materialized score matrix (decode_kernels.py)
                 eff["score_bytes_factor"] = score_bytes_factor(rt, vendor)
             devices = sorted(df.loc[m, "hardware"].unique())
+            n_own = int(((df["runtime"] == rt) & (df["hw_class"] == cls)).sum())
+            own = "no row" if n_own == 0 else f"{n_own} row" + ("s" if n_own > 1 else "")
             if not any(load_hardware(h).power for h in devices):
                 eff["matmul_tflops_per_watt"] = 0.0
             what = {"engine": "this engine's rows", "engine-other-hw": "this engine's rows on other hardware classes",
-                    "family": f"the pooled rows of the {fam} engines (no row of this engine on this class)"}[lvl]
+                    "family": f"the pooled rows of the {fam} engines {', '.join(sorted(set(df.loc[m, 'runtime'])))}: "
+                              f"this engine has {own} on this class, fewer than {MIN_FIT_ROWS}"}[lvl]
             eff["source"] = f"fitted to {int(m.sum())} published rows ({what}), {today}"
             c_ivs, c_src = profile_intervals(res, rt, cls)
             classes.append({

@@ -576,3 +576,20 @@ def test_gptsessionbenchmark_rows_are_one_sequence_repeated():
     assert set(df.loc[same, "source"]) == {"trtllm_perf_doc_v0.6.1", "trtllm_perf_doc_v0.8.0", "trtllm_perf_doc_v0.9.0"}
     assert df.loc[same, "identical_sequences"].map(type).eq(bool).all()
     assert not df.loc[df["runtime"] == "vllm", "identical_sequences"].any()
+
+
+def test_a_serving_engine_without_rows_takes_the_engines_that_launch_as_it_does(prepared):
+    """SGLang has 2 rows on NVIDIA (< MIN_FIT_ROWS): its profile comes from the serving engines that replay CUDA
+    graphs in decode (benchmark.GRAPH_ENGINES: vLLM, SGLang, TGI), not from TensorRT-LLM's gptSessionBenchmark or
+    LMDeploy TurboMind v0.1-v0.2, which launch every kernel; the committed profile records that pool."""
+    from planner.accuracy.benchmark import GRAPH_ENGINES, _chain
+    from planner.runtimes import load_runtime
+
+    df, _, _ = prepared
+    ok = (df["anomalous"] == "").to_numpy()
+    levels = _chain(df, ok, "sglang", "nvidia-gpu")
+    assert [lvl for lvl, _ in levels] == ["engine", "engine-other-hw", "family", "family"]
+    assert set(df.loc[levels[2][1], "runtime"]) <= GRAPH_ENGINES and "trtllm" in set(df.loc[levels[3][1], "runtime"])
+    assert [lvl for lvl, _ in _chain(df, ok, "llamacpp", "nvidia-gpu")] == ["engine", "engine-other-hw", "family"]
+    nv = next(c for c in load_runtime("sglang").classes if c.key == "nvidia-gpu")
+    assert nv.fit.level == "family" and not set(nv.fit.sources) & set(df.loc[df["runtime"] == "trtllm", "source"])
