@@ -91,6 +91,14 @@ def efficiency_origin(spec: HardwareSpec, unit: ComputeUnit, mode: str | Efficie
     return resolve_with_origin(spec, unit, mode, runtime)[1]
 
 
+def dequant_share_text(eff: Efficiency) -> str:
+    """How a fitted dequantization cost is paid, for the messages that quote one: '' where it is a flat share of the
+    GEMM time, else the per-tile rule of Efficiency.dequant_tile_tokens (planner/roofline.py dequant_factor_at)."""
+    tile = eff.dequant_tile_tokens
+    return (f" per token up to {DEQUANT_MATVEC_TOKENS} tokens, 1/{tile} of it per token in {tile}-token tiles above"
+            if tile else "")
+
+
 def unmeasured_dequant_warning(eff: Efficiency, fmt_name: str, runtime_id: str | None) -> str | None:
     """A warning where a runtime profile has no fitted dequantization cost (Efficiency.dequant_overhead, GEMM time x
     (1 + overhead), per tile where Efficiency.dequant_tile_tokens is set) for this weight-only quantized format: the
@@ -104,9 +112,6 @@ def unmeasured_dequant_warning(eff: Efficiency, fmt_name: str, runtime_id: str |
         return (f"runtime {runtime_id} was fitted on no weight-only quantized rows on this hardware class: the "
                 f"dequantization cost of {fmt_name} is not measured and the estimate counts none (optimistic)")
     listed = ", ".join(f"{f} +{v * 100:.0f}%" for f, v in sorted(fitted.items()))
-    tile = eff.dequant_tile_tokens
-    at = (f" per token up to {DEQUANT_MATVEC_TOKENS} tokens, 1/{tile} of it per token in {tile}-token tiles above"
-          if tile else "")
     return (f"runtime {runtime_id} has no measured dequantization cost for {fmt_name} (fitted GEMM-time costs"
-            f"{at}: {listed}); the estimate counts none, so it is optimistic (the fitted formats cost up to "
+            f"{dequant_share_text(eff)}: {listed}); the estimate counts none, so it is optimistic (the fitted formats cost up to "
             f"{max(fitted.values()) * 100:.0f}%)")

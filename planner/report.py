@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .estimate import Estimate
+from .efficiency import dequant_share_text
 from .hardware import DEQUANT_MATVEC_TOKENS
 from .units import fmt_bytes, fmt_ms
 
@@ -74,9 +75,7 @@ def estimate_text(e: Estimate) -> str:
         + (f" ({e.efficiency.format_compute_fraction[e.weights]:.2f} for {e.weights} GEMMs)"
            if e.weights in e.efficiency.format_compute_fraction else "")
         + (f", {e.weights} dequantization +{e.efficiency.dequant_overhead[e.weights] * 100:.0f}% GEMM time"
-           + (f" per token up to {DEQUANT_MATVEC_TOKENS} tokens, 1/{e.efficiency.dequant_tile_tokens} of it per "
-              f"token in {e.efficiency.dequant_tile_tokens}-token tiles above" if e.efficiency.dequant_tile_tokens
-              else "")
+           + dequant_share_text(e.efficiency)
            if e.weights in e.efficiency.dequant_overhead else "") + ", "
         f"{e.efficiency.kernel_overhead_us:g} us/op, {e.efficiency.step_overhead_ms:g} ms/step  [{e.efficiency.source}]",
     ]
