@@ -22,7 +22,7 @@ from .errors import pydantic_one_line
 from .hardware import (DATASHEET_EFFICIENCY, DEQUANT_MATVEC_TOKENS, SPECS_DIR, ComputeUnit, Efficiency,
                        HardwareSpec, default_efficiency)
 from .io import read_yaml
-from .quantization import DEQUANT_FITTED_FORMATS
+from .quantization import DEQUANT_FITTED_FORMATS, dequant_overhead_for
 
 CALIBRATION_DIR = SPECS_DIR / "calibration"
 
@@ -99,12 +99,24 @@ def dequant_share_text(eff: Efficiency) -> str:
             if tile else "")
 
 
+def dequant_cost_text(eff: Efficiency, fmt_name: str) -> str:
+    """'q4_k_m dequantization +597% GEMM time[ per token ...]' for the report's Efficiency line, naming the format
+    whose fitted cost a format without its own borrows (quantization.dequant_overhead_for, a lower bound); '' where
+    the profile counts none."""
+    dq, src = dequant_overhead_for(eff.dequant_overhead, fmt_name)
+    if src is None:
+        return ""
+    borrowed = f" ({src}'s fitted cost, a lower bound)" if src != fmt_name else ""
+    return f"{fmt_name} dequantization +{dq * 100:.0f}% GEMM time{borrowed}{dequant_share_text(eff)}"
+
+
 def unmeasured_dequant_warning(eff: Efficiency, fmt_name: str, runtime_id: str | None) -> str | None:
     """A warning where a runtime profile has no fitted dequantization cost (Efficiency.dequant_overhead, GEMM time x
-    (1 + overhead), per tile where Efficiency.dequant_tile_tokens is set) for this weight-only quantized format: the
-    estimate then counts none for it
-    (planner/roofline.py _device_model), which is optimistic; the warning gives the costs fitted for other formats
-    for comparison (not a bound: an unmeasured format may cost more). None for a format without such a cost, or where it was fitted."""
+    (1 + overhead), per tile where Efficiency.dequant_tile_tokens is set) for this weight-only quantized format.
+    Where a simpler format whose work it contains was fitted (quantization.DEQUANT_SUPERSET_OF), the estimate
+    charges that one's cost, a lower bound; else it counts none (planner/roofline.py _device_model). Both are
+    optimistic; the warning names the costs fitted for other formats for comparison. None for a format without
+    such a cost, or where it was fitted."""
     fitted = eff.dequant_overhead or {}
     if runtime_id is None or fmt_name in fitted or fmt_name not in DEQUANT_FITTED_FORMATS:
         return None
@@ -112,6 +124,11 @@ def unmeasured_dequant_warning(eff: Efficiency, fmt_name: str, runtime_id: str |
         return (f"runtime {runtime_id} was fitted on no weight-only quantized rows on this hardware class: the "
                 f"dequantization cost of {fmt_name} is not measured and the estimate counts none (optimistic)")
     listed = ", ".join(f"{f} +{v * 100:.0f}%" for f, v in sorted(fitted.items()))
+    dq, src = dequant_overhead_for(fitted, fmt_name)
+    if src is not None:
+        return (f"runtime {runtime_id} has no measured dequantization cost for {fmt_name}: the estimate charges "
+                f"{src}'s (+{dq * 100:.0f}%{dequant_share_text(eff)}), whose unpacking {fmt_name} does and more, so "
+                f"it is a lower bound and the estimate optimistic (fitted GEMM-time costs: {listed})")
     return (f"runtime {runtime_id} has no measured dequantization cost for {fmt_name} (fitted GEMM-time costs"
             f"{dequant_share_text(eff)}: {listed}); the estimate counts none, so it is optimistic (the fitted formats cost up to "
             f"{max(fitted.values()) * 100:.0f}%)")

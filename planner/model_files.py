@@ -238,8 +238,10 @@ _GGUF_KEYS = {"embedding_length": "hidden_size", "block_count": "num_hidden_laye
               "attention.q_lora_rank": "q_lora_rank", "rope.dimension_count": "_rope_dim",
               "attention.value_length": "_value_length", "vocab_size": "vocab_size",
               "expert_shared_feed_forward_length": "shared_expert_intermediate_size"}
-# llama.cpp general.file_type (LlamaFileType) -> catalog format
-_GGUF_FILE_TYPE = {0: "fp32", 1: "fp16", 2: "q4_0", 7: "q8_0", 15: "q4_k_m", 17: "q5_k_m", 18: "q6_k", 32: "bf16"}
+# llama.cpp general.file_type (llama.h enum llama_ftype) -> catalog format
+_GGUF_FILE_TYPE = {0: "fp32", 1: "fp16", 2: "q4_0", 3: "q4_1", 7: "q8_0", 8: "q5_0", 9: "q5_1", 10: "q2_k",
+                   11: "q3_k_s", 12: "q3_k_m", 13: "q3_k_l", 14: "q4_k_s", 15: "q4_k_m", 16: "q5_k_s", 17: "q5_k_m",
+                   18: "q6_k", 25: "iq4_nl", 30: "iq4_xs", 32: "bf16"}
 
 
 def _field_value(field):

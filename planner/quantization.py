@@ -11,6 +11,14 @@ Effective bits per weight (bpw) = bits + scale_bits / group + zero_bits / group:
   NVFP4 (16 x fp4 + fp8 scale)                 = 4 + 8/16  = 4.5   (NVIDIA Blackwell NVFP4; per-tensor fp32 scale ignored)
   Q4_K_M / Q5_K_M: mixed k-quants; their published effective bpw over a whole Llama-7B file are ~4.85 / ~5.69
   (llama.cpp quantize table: 7B Q4_K_M 4.08 GB ~ 4.85 bpw, Q5_K_M 4.78 GB ~ 5.69 bpw; k-quants PR #1684).
+  Legacy and single-type llama.cpp formats are their block sizes (ggml-common.h): Q4_1 20 B / 32 = 5.0,
+  Q5_0 22 B / 32 = 5.5, Q5_1 24 B / 32 = 6.0, IQ4_NL 18 B / 32 = 4.5, IQ4_XS 136 B / 256 = 4.25.
+  The other k-quant mixes (Q2_K, Q3_K_S/M/L, Q4_K_S, Q5_K_S) take the body bpw of llama-quantize's published
+  Llama-3-8B file sizes (tools/quantize/quantize.cpp QUANT_OPTIONS, GiB): body = (size x 2^33 - 6.5625 x P_out)
+  / (P - P_out) with the output tensor in Q6_K (llama-quant.cpp), P = 8.03e9, P_out = 128256 x 4096 = 525.3e6.
+  The same rule gives Q4_0 4.34 GiB -> 4.51 and Q6_K 6.14 GiB -> 6.57 (their block sizes 4.5 and 6.5625), so it
+  reads the mixes to about 0.01 bpw: Q2_K 2.96 -> 2.93, Q3_K_S 3.41 -> 3.44, Q3_K_M 3.74 -> 3.82,
+  Q3_K_L 4.03 -> 4.15, Q4_K_S 4.37 -> 4.54, Q5_K_S 5.21 -> 5.50.
 """
 
 from __future__ import annotations
@@ -50,7 +58,36 @@ def _int4(group: int, zero: bool, name: str, desc: str) -> WeightFormat:
 # weight-only quantized formats whose GEMMs pay a dequantization cost an engine profile fits per format
 # (Efficiency.dequant_overhead; planner/accuracy/fit.py); mxfp4 is not among them (format_compute_fraction)
 DEQUANT_FITTED_FORMATS = ("q4_0", "q8_0", "q4_k_m", "q5_k_m", "q6_k", "int8", "int4-g32", "int4-g64", "int4-g128",
-                          "gptq-int4", "awq-int4", "nf4", "nf4-dq")
+                          "gptq-int4", "awq-int4", "nf4", "nf4-dq", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_s",
+                          "q3_k_m", "q3_k_l", "q4_k_s", "q5_k_s", "iq4_nl", "iq4_xs", "int4-g32-zp", "int4-g128-zp")
+
+# format -> the simpler format whose dequantization work it contains (and adds to): an engine profile fitted on the
+# simpler one but not on this one charges this one at least the simpler one's cost (dequant_overhead_for). Read
+# from the block layouts (ggml-common.h, the int4 kernels): a K-quant unpacks 4-bit (Q4_0-like) values and adds
+# packed 6-bit sub-block scales and mins, Q5_K/Q6_K/Q3_K add high bits on top of that, Q2_K packs 4-bit scale/min
+# pairs per 16 weights; Q4_1 and Q5_0 add a min or a high bit to Q4_0; IQ4_NL looks its nibbles up in a 16-entry
+# table, IQ4_XS adds IQ4_NL super-blocks; a smaller int4 group loads more scales; zero points add a subtraction.
+# On M2 Ultra (llama.cpp PR #3084, pp512 t/s): Q4_0 1164, Q4_K_M 1028, Q5_K_M 976, Q6_K 978: the same order.
+DEQUANT_SUPERSET_OF = {"q4_k_m": "q4_0", "q4_k_s": "q4_k_m", "q5_k_m": "q4_k_m", "q5_k_s": "q5_k_m",
+                       "q6_k": "q5_k_m", "q3_k_m": "q4_k_m", "q3_k_s": "q3_k_m", "q3_k_l": "q3_k_m",
+                       "q2_k": "q4_k_m", "q4_1": "q4_0", "q5_0": "q4_0", "q5_1": "q5_0", "iq4_nl": "q4_0",
+                       "iq4_xs": "iq4_nl", "int4-g32": "int4-g64", "int4-g64": "int4-g128",
+                       "int4-g128-zp": "int4-g128", "int4-g32-zp": "int4-g32", "gptq-int4": "int4-g128-zp",
+                       "awq-int4": "int4-g128-zp", "nf4-dq": "nf4"}
+
+
+def dequant_overhead_for(fitted, fmt_name: str) -> tuple[float, str | None]:
+    """(dequantization overhead, the format it was fitted for) of weight format `fmt_name` under an engine
+    profile's fitted Efficiency.dequant_overhead: its own where fitted, else that of the nearest format whose work
+    it contains (DEQUANT_SUPERSET_OF, followed up the chain), a lower bound on its cost; (0.0, None) where no
+    format of the chain was fitted (the estimate then counts no dequantization and warns)."""
+    f, seen = fmt_name, set()
+    while f is not None and f not in seen:
+        if fitted and f in fitted:
+            return float(fitted[f]), f
+        seen.add(f)
+        f = DEQUANT_SUPERSET_OF.get(f)
+    return 0.0, None
 
 
 WEIGHT_FORMATS: dict[str, WeightFormat] = {f.name: f for f in [
@@ -79,12 +116,23 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {f.name: f for f in [
     WeightFormat("q4_k_m", 4.85, _WO_NPU, 4.85, 6.5625, description="llama.cpp Q4_K_M (mixed Q4_K/Q6_K), published ~4.85 bpw"),
     WeightFormat("q5_k_m", 5.69, _WO_NPU, 5.69, 6.5625, description="llama.cpp Q5_K_M (mixed Q5_K/Q6_K), published ~5.69 bpw"),
     WeightFormat("q6_k", 6.5625, _WO_NPU, 6.5625, 6.5625, description="llama.cpp Q6_K: 6.5625 bpw"),
+    WeightFormat("q4_1", 5.0, _WO_NPU, 5.0, 6.5625, description="llama.cpp Q4_1: blocks of 32 int4 + fp16 scale and min"),
+    WeightFormat("q5_0", 5.5, _WO_NPU, 5.5, 6.5625, description="llama.cpp Q5_0: blocks of 32 5-bit + fp16 scale"),
+    WeightFormat("q5_1", 6.0, _WO_NPU, 6.0, 6.5625, description="llama.cpp Q5_1: blocks of 32 5-bit + fp16 scale and min"),
+    WeightFormat("q2_k", 2.93, _WO_NPU, 2.93, 6.5625, description="llama.cpp Q2_K (mixed Q2_K/Q3_K/Q4_K), ~2.93 bpw"),
+    WeightFormat("q3_k_s", 3.44, _WO_NPU, 3.44, 6.5625, description="llama.cpp Q3_K_S (Q3_K), ~3.44 bpw"),
+    WeightFormat("q3_k_m", 3.82, _WO_NPU, 3.82, 6.5625, description="llama.cpp Q3_K_M (mixed Q3_K/Q4_K/Q5_K), ~3.82 bpw"),
+    WeightFormat("q3_k_l", 4.15, _WO_NPU, 4.15, 6.5625, description="llama.cpp Q3_K_L (mixed Q3_K/Q5_K), ~4.15 bpw"),
+    WeightFormat("q4_k_s", 4.54, _WO_NPU, 4.54, 6.5625, description="llama.cpp Q4_K_S (mostly Q4_K), ~4.54 bpw"),
+    WeightFormat("q5_k_s", 5.50, _WO_NPU, 5.50, 6.5625, description="llama.cpp Q5_K_S (Q5_K), ~5.50 bpw"),
+    WeightFormat("iq4_nl", 4.5, _WO_NPU, 4.5, 6.5625, description="llama.cpp IQ4_NL: blocks of 32 non-linear 4-bit + fp16 scale"),
+    WeightFormat("iq4_xs", 4.25, _WO_NPU, 4.25, 6.5625, description="llama.cpp IQ4_XS: IQ4_NL in 256-weight super-blocks, 4.25 bpw"),
 ]}
 
 # Aliases users type.
 _ALIASES = {"f16": "fp16", "float16": "fp16", "bfloat16": "bf16", "f32": "fp32", "float32": "fp32",
             "int4": "int4-g128", "w4a16": "int4-g128", "w8a16": "int8", "gptq": "gptq-int4", "awq": "awq-int4",
-            "q4_k": "q4_k_m", "q5_k": "q5_k_m", "int4_g32": "int4-g32", "fp8-e4m3": "fp8"}
+            "q4_k": "q4_k_m", "q5_k": "q5_k_m", "q3_k": "q3_k_m", "int4_g32": "int4-g32", "fp8-e4m3": "fp8"}
 
 @dataclass(frozen=True)
 class KVFormat:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from .estimate import Estimate
-from .efficiency import dequant_share_text
+from .efficiency import dequant_cost_text
 from .hardware import DEQUANT_MATVEC_TOKENS
+from .quantization import dequant_overhead_for
 from .units import fmt_bytes, fmt_ms
 
 
@@ -74,9 +75,7 @@ def estimate_text(e: Estimate) -> str:
         f"Efficiency: bandwidth {e.efficiency.bandwidth_fraction:.2f}, compute {e.efficiency.compute_fraction:.2f}"
         + (f" ({e.efficiency.format_compute_fraction[e.weights]:.2f} for {e.weights} GEMMs)"
            if e.weights in e.efficiency.format_compute_fraction else "")
-        + (f", {e.weights} dequantization +{e.efficiency.dequant_overhead[e.weights] * 100:.0f}% GEMM time"
-           + dequant_share_text(e.efficiency)
-           if e.weights in e.efficiency.dequant_overhead else "") + ", "
+        + (f", {dq_text}" if (dq_text := dequant_cost_text(e.efficiency, e.weights)) else "") + ", "
         f"{e.efficiency.kernel_overhead_us:g} us/op, {e.efficiency.step_overhead_ms:g} ms/step  [{e.efficiency.source}]",
     ]
     if _sm_capped(e):
@@ -128,10 +127,11 @@ def explain_text(e: Estimate) -> str:
             lines.append(f"  {phase:8s} compute {x[phase]['compute_share'] * 100:5.1f}%   bandwidth "
                          f"{x[phase]['bandwidth_share'] * 100:5.1f}%")
     lines.append("  A measurement slower than predicted reaches proportionally less: measured/predicted x these.")
-    dq = e.efficiency.dequant_overhead.get(e.weights)
+    dq, src = dequant_overhead_for(e.efficiency.dequant_overhead, e.weights)
     if dq and e.decode is not None and e.decode.bound == "compute":
         lines.append(f"  Decode is compute bound on dequantization (not in the compute share, 2 FLOP per weight): "
-                     f"{e.weights}'s fitted cost adds {dq:.2f}x the GEMM time"
+                     + (f"{e.weights}'s fitted cost" if src == e.weights else f"{src}'s fitted cost (a lower bound "
+                        f"for {e.weights})") + f" adds {dq:.2f}x the GEMM time"
                      + (f" per token up to {DEQUANT_MATVEC_TOKENS} tokens" if e.efficiency.dequant_tile_tokens
                         else "") + ".")
     return "\n".join(lines)

@@ -21,7 +21,7 @@ from .errors import PlannerError
 from .hardware import DEQUANT_MATVEC_TOKENS, ComputeUnit, Efficiency, HardwareSpec, default_efficiency
 from .lazy import np
 from .ops import ATTENTION, MATMUL, VECTOR, OpCost
-from .quantization import WeightFormat
+from .quantization import WeightFormat, dequant_overhead_for
 from .regimes import (GROUPED_GEMM_OPS, GemmRegime, fmax, gemm_regime_for, grouped_compute_ratio, kv_read_factor,
                       matmul_preferences, regime_constants, weight_gemm_time_s)
 from .replay import as_float
@@ -189,7 +189,7 @@ def _device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff:
         if d is None:  # a unit with a single listed dtype: run everything there
             dtypes[cls] = dtypes[MATMUL]
     bw = unit_bandwidth_gbs(spec, unit)
-    dq = 1.0 + (eff.dequant_overhead or {}).get(fmt.name, 0.0)
+    dq = 1.0 + dequant_overhead_for(eff.dequant_overhead, fmt.name)[0]
     peaks = {c: unit.peak_tflops[d] for c, d in dtypes.items()}
     if getattr(eff, "fp16_accumulate", False):
         peaks[MATMUL] = fp16_accumulate_peak(unit, dtypes[MATMUL])

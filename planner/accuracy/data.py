@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ..hardware import REPO_ROOT
 from .decode_kernels import decode_kernel_per_query_head
+from .labels import hardware_id, model_id
 
 DATA_PATH = REPO_ROOT / "data" / "measured_public.csv"
 
@@ -104,6 +105,22 @@ MODEL_IDS: dict[str, str] = {
 
 FORMATS = {"f16": "fp16", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8", "int8": "int8", "q4_0": "q4_0",
            "q8_0": "q8_0", "q4_k_m": "q4_k_m", "int4_g32": "int4-g32", "mxfp4": "mxfp4"}
+
+
+def planner_format(label) -> str | None:
+    """The planner's weight format for a data file's label: FORMATS, else any name or alias the planner reads
+    (planner.quantization.weight_format, case-insensitive: Q5_K_M, q6_k, IQ4_XS, exl2_4.0bpw, ...); None if none."""
+    from ..errors import PlannerError
+    from ..quantization import weight_format
+
+    if not isinstance(label, str):
+        return None
+    if label in FORMATS:
+        return FORMATS[label]
+    try:
+        return weight_format(label.strip()).name
+    except PlannerError:
+        return None
 KV_DTYPES = {"f16": "fp16", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8",
              # TRT-LLM FP8 rows with no stated KV dtype (v0.9.0 Mixtral, H200 blogs): see MAPPING_ASSUMPTIONS
              "not stated (FP8 table)": "fp8"}
@@ -199,15 +216,17 @@ def load_rows(path: str | Path = DATA_PATH, serving_path: str | Path | None = No
     mapped, unmapped = [], []
     for r in raw.to_dict("records"):
         tp = _tp(r)
-        hw = HARDWARE_IDS.get(re.sub(r"^\d+x ", "", r["hardware"]))
-        model = MODEL_IDS.get(r["model"])
+        hw, hw_reason = HARDWARE_IDS.get(re.sub(r"^\d+x ", "", r["hardware"])), None
+        if hw is None:  # a label the table does not list: the catalog's own names (labels.py)
+            hw, hw_reason = hardware_id(r["hardware"], hw_known)
+        model = MODEL_IDS.get(r["model"]) or model_id(r["model"], models_known)
         runtime = _runtime(r["framework"])
         reason = None
         if hw is None or hw not in hw_known:
-            reason = f"hardware '{r['hardware']}' has no catalog id"
+            reason = hw_reason or f"hardware '{r['hardware']}' has no catalog id"
         elif model is None or model not in models_known:
             reason = f"model '{r['model']}' has no catalog id"
-        elif r["weight_format"] not in FORMATS or r["kv_dtype"] not in KV_DTYPES:
+        elif planner_format(r["weight_format"]) is None or r["kv_dtype"] not in KV_DTYPES:
             reason = f"format {r['weight_format']}/{r['kv_dtype']} has no planner equivalent"
         elif runtime is None:
             reason = f"framework '{r['framework']}' has no runtime profile"
@@ -231,7 +250,7 @@ def load_rows(path: str | Path = DATA_PATH, serving_path: str | Path | None = No
             "file": Path(path).name, "kind": KINDS[metric], "ttft_mode": "batch",
             "work_div": tp if metric == "throughput_tok_s" else 1,  # TRT-LLM prints tok/s per GPU
             "row": r["row"], "source": r["source_id"], "hardware_label": r["hardware"], "hardware": hw,
-            "model": model, "weights": FORMATS[r["weight_format"]], "kv_dtype": KV_DTYPES[r["kv_dtype"]],
+            "model": model, "weights": planner_format(r["weight_format"]), "kv_dtype": KV_DTYPES[r["kv_dtype"]],
             "runtime": runtime, "metric": metric, "batch": batch, "prompt": prompt,
             "output": output, "measured": float(r["value"]),
             # TRT-LLM and gpt-fast use fused attention; llama-bench rows say theirs (_llamacpp_settings)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..quantization import DEQUANT_FITTED_FORMATS
+from ..quantization import DEQUANT_FITTED_FORMATS, dequant_overhead_for
 from .predict import Design, predict_time_s
 
 HUBER_DELTA = 0.15
@@ -208,7 +208,7 @@ def predict_with(d: Design, v: dict) -> np.ndarray:
     p["sync_mma"] = np.full(n, float(v.get("sync_mma", False)))
     p["dequant_tile_tokens"] = np.full(n, float(v.get("dequant_tile_tokens", 0)))
     dq = v.get("dequant_overhead") or {}
-    p["dequant_factor"] = np.array([1.0 + dq.get(f, 0.0) for f in d.fmt])
+    p["dequant_factor"] = np.array([1.0 + dequant_overhead_for(dq, f)[0] for f in d.fmt])
     fcf = v.get("format_compute_fraction") or {}
     if fcf:
         p["matmul_fraction"] = np.array([fcf.get(f, 0.0) for f in d.fmt])

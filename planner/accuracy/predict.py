@@ -34,7 +34,7 @@ import numpy as np
 from ..architecture import load_model
 from ..hardware import DATASHEET_EFFICIENCY, load_hardware
 from ..ops import ATTENTION, MATMUL, step_ops
-from ..quantization import weight_format
+from ..quantization import dequant_overhead_for, weight_format
 from ..regimes import (GROUPED_GEMM_OPS, grouped_compute_ratio, kv_read_factor, regime_constants,
                        weight_gemm_time_s)
 from ..roofline import (dequant_factor_at, device_model, effective_bandwidth_bytes_s, fp16_accumulate_peak,
@@ -382,7 +382,7 @@ def params_for_rows(d: Design, effs: list) -> dict[str, np.ndarray]:
                      "step_overhead_ms", "fp16_accumulate", "matmul_tflops_per_watt", "regime_curves",
                      "kv_cache_copy", "sm_bandwidth_gbs", "sync_mma", "dequant_tile_tokens")}
     dq_row = [e.dequant_overhead or {} for e in effs]
-    out["dequant_factor"] = np.array([1.0 + dq_row[i].get(f, 0.0) for i, f in zip(d.row, d.fmt)])
+    out["dequant_factor"] = np.array([1.0 + dequant_overhead_for(dq_row[i], f)[0] for i, f in zip(d.row, d.fmt)])
     fcf_row = [e.format_compute_fraction or {} for e in effs]
     out["matmul_fraction"] = np.array([fcf_row[i].get(f, 0.0) for i, f in zip(d.row, d.fmt)])
     return out

@@ -76,6 +76,8 @@ from pathlib import Path
 
 from ..hardware import REPO_ROOT
 from .decode_kernels import decode_kernel_per_query_head
+from .data import planner_format
+from .labels import hardware_id, model_id
 
 SERVING_PATH = REPO_ROOT / "data" / "measured_serving.csv"
 
@@ -234,16 +236,13 @@ def map_serving_row(r: dict, hw_known: set, models_known: set,
     of each request-throughput run (_run_key -> value of its throughput row), for its other metrics."""
     src, metric = r["source_id"], r["metric"]
     runtime = _match(((re.escape(a), b) for a, b in RUNTIMES), r["framework"])
-    hw = HARDWARE_IDS.get(r["hardware"])
-    model = _match(MODEL_PATTERNS, r["model"])
-    wf = _match(FORMAT_PATTERNS, r["weight_format"])
-    if wf is None and re.match(r"^exl2_[0-9.]+bpw$", str(r["weight_format"])):  # ExLlamaV2's EXL2 at its bitrate
-        from ..errors import PlannerError
-        from ..quantization import weight_format
-        try:
-            wf = weight_format(r["weight_format"]).name
-        except PlannerError:  # a bitrate outside EXL2_BITS: listed below as a format without an equivalent
-            wf = None
+    hw, hw_reason = HARDWARE_IDS.get(r["hardware"]), None
+    if hw is None:  # a label the table does not list: the catalog's own names (labels.py)
+        hw, hw_reason = hardware_id(r["hardware"], hw_known)
+    model = _match(MODEL_PATTERNS, r["model"]) or model_id(r["model"], models_known)
+    # the source's label by pattern, else any format name the planner reads (EXL2 at its bitrate, llama.cpp
+    # quants); a bitrate outside EXL2_BITS or an unknown name is listed below as a format without an equivalent
+    wf = _match(FORMAT_PATTERNS, r["weight_format"]) or planner_format(r["weight_format"])
     kv_label = r["kv_dtype"]
     kv = _match(KV_PATTERNS, kv_label) if isinstance(kv_label, str) and not kv_label.startswith("auto") else None
     if kv is None and wf is not None:
@@ -267,7 +266,7 @@ def map_serving_row(r: dict, hw_known: set, models_known: set,
         return None, ("variable prompt/output lengths (ShareGPT) at a request rate or with no fixed batch: a "
                       "simulator workload, not a fixed-shape step")
     if hw is None or hw not in hw_known:
-        return None, f"hardware '{r['hardware']}' has no catalog id"
+        return None, hw_reason or f"hardware '{r['hardware']}' has no catalog id"
     if model is None or model not in models_known:
         return None, f"model '{r['model']}' has no catalog id ({model or 'no mapping'})"
     if wf is None:

@@ -65,11 +65,14 @@ from .simulator import EngineLimits, run_engine, summarize
 from .step_model import StepModel, replica_memory
 from .workload import generate
 
-PRECISION_ORDER = ("fp32", "bf16", "fp16", "fp8", "int8", "w8a8-int8", "q8_0", "q6_k", "q5_k_m", "int4-g128",
-                   "q4_k_m", "awq-int4", "gptq-int4", "q4_0", "mxfp4", "nvfp4")
+PRECISION_ORDER = ("fp32", "bf16", "fp16", "fp8", "int8", "w8a8-int8", "q8_0", "q6_k", "q5_1", "q5_k_m", "q5_k_s",
+                   "q5_0", "int4-g128", "q4_k_m", "awq-int4", "gptq-int4", "q4_1", "q4_k_s", "q4_0", "iq4_nl",
+                   "iq4_xs", "mxfp4", "nvfp4", "q3_k_l", "q3_k_m", "q3_k_s", "q2_k")
 QUALITY_TIERS = {"16-bit": ("fp32", "bf16", "fp16"), "8-bit": ("fp8", "int8", "w8a8-int8", "q8_0"),
-                 "5-6-bit": ("q6_k", "q5_k_m"), "4-bit": ("int4-g128", "q4_k_m", "awq-int4", "gptq-int4", "q4_0",
-                                                          "mxfp4", "nvfp4")}
+                 "5-6-bit": ("q6_k", "q5_1", "q5_k_m", "q5_k_s", "q5_0"),
+                 "4-bit": ("int4-g128", "q4_k_m", "awq-int4", "gptq-int4", "q4_1", "q4_k_s", "q4_0", "iq4_nl",
+                           "iq4_xs", "mxfp4", "nvfp4"),
+                 "2-3-bit": ("q3_k_l", "q3_k_m", "q3_k_s", "q2_k")}
 IDLE_POWER_FRACTION = 0.15   # P_idle / TDP (module docstring)
 TP_DEGREES = (1, 2, 4, 8)
 MAX_GPUS = 1024

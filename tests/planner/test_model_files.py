@@ -77,11 +77,25 @@ def test_gguf_header_gives_architecture_and_exact_bytes(tmp_path):
 
 
 def test_gguf_unlisted_quant_mix_gets_its_mean_bits(tmp_path):
-    p = tmp_path / "tiny-iq4.gguf"
-    write_gguf(p, gguf.LlamaFileType.MOSTLY_IQ4_XS)
+    p = tmp_path / "tiny-iq3.gguf"
+    write_gguf(p, gguf.LlamaFileType.MOSTLY_IQ3_XXS)
     m = load_model(str(p))
     e = estimate(m, "rtx-4090")
-    assert e.weights == "gguf-iq4_xs" and e.memory.weights_gb * 1e9 == pytest.approx(EXPECTED)
+    assert e.weights == "gguf-iq3_xxs" and e.memory.weights_gb * 1e9 == pytest.approx(EXPECTED)
+
+
+@pytest.mark.parametrize("file_type,name", [(gguf.LlamaFileType.MOSTLY_IQ4_XS, "iq4_xs"),
+                                            (gguf.LlamaFileType.MOSTLY_Q3_K_M, "q3_k_m"),
+                                            (gguf.LlamaFileType.MOSTLY_Q5_K_S, "q5_k_s"),
+                                            (gguf.LlamaFileType.MOSTLY_Q4_1, "q4_1")])
+def test_gguf_file_type_names_the_catalog_format(tmp_path, file_type, name):
+    """llama.h's llama_ftype numbers (the gguf package's LlamaFileType) of the llama.cpp formats in the catalog:
+    the estimate takes the format's dequantization cost and the file's exact bytes."""
+    p = tmp_path / f"tiny-{name}.gguf"
+    write_gguf(p, file_type)
+    e = estimate(load_model(str(p)), "rtx-4090")
+    assert e.weights == name and e.weights_source.startswith("exact: gguf")
+    assert e.memory.weights_gb * 1e9 == pytest.approx(EXPECTED)
 
 
 def test_gguf_cli_text_and_json(tmp_path):

@@ -1,0 +1,54 @@
+"""planner/accuracy/labels.py: catalog ids for hardware and model labels that data.py's tables do not list, and
+no guess where a label does not say which variant it is."""
+
+import pytest
+
+from planner.accuracy.labels import hardware_id, model_id
+from planner.architecture import list_model_ids
+from planner.hardware import list_hardware_ids
+
+HW = set(list_hardware_ids())
+MODELS = set(list_model_ids())
+
+
+@pytest.mark.parametrize("label,expected", [
+    ("NVIDIA GeForce RTX 4090 24GB", "rtx-4090"),
+    ("RTX 3080 Ti", "rtx-3080-ti"),                 # the most specific id, not rtx-3080
+    ("NVIDIA GeForce RTX 3080", "rtx-3080"),
+    ("NVIDIA A100-SXM4-80GB", "a100-80gb-sxm"),       # SXM4 reads as sxm
+    ("8x NVIDIA H200 SXM", "h200-sxm"),              # the count is the row's parallelism
+    ("AMD Instinct MI300X", "mi300x"),
+    ("NVIDIA RTX 6000 Ada Generation", "rtx-6000-ada"),
+    ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "rtx-pro-6000-blackwell"),
+    ("Apple M2 Max (30-core GPU)", "apple-m2-max-30c"),
+    ("Apple M2 Max (38-core GPU)", "apple-m2-max"),
+    ("Apple M3 Max (16-core CPU, 40-core GPU)", "apple-m3-max"),
+    ("Apple M1 (8-core GPU)", "apple-m1"),
+])
+def test_labels_resolve_to_the_catalog_id(label, expected):
+    assert hardware_id(label, HW) == (expected, None)
+
+
+@pytest.mark.parametrize("label,needle", [
+    ("A100 80GB", "which of a100-80gb-pcie, a100-80gb-sxm"),
+    ("H100", "which of h100-nvl, h100-pcie, h100-sxm"),
+    ("RTX 3060", "which of rtx-3060-12gb, rtx-3060-8gb"),
+    ("Apple M2 Max", "does not state the GPU core count of apple-m2-max"),
+    ("Apple M2 Max (34-core GPU)", "no catalog bin of apple-m2-max has 34 GPU cores"),
+    ("Cerebras WSE-3", "has no catalog id"),
+    ("", "no hardware label"),
+])
+def test_labels_that_do_not_say_which_variant_are_not_guessed(label, needle):
+    hw, reason = hardware_id(label, HW)
+    assert hw is None and needle in reason
+
+
+@pytest.mark.parametrize("label,expected", [
+    ("Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b"), ("meta-llama/Llama-2-7b-chat-hf", "llama-2-7b"),
+    ("Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b"), ("gemma-3-27b-it", "gemma-3-27b"),
+    ("Llama-3.3-70B-Instruct-FP8", "llama-3.3-70b"),
+    ("Mistral-7B-Instruct-v0.3", None),   # v0.3's vocabulary is not the catalog's mistral-7b (v0.1)
+    ("Llama-3.1-13B", None), (None, None),
+])
+def test_model_labels_match_exactly_apart_from_tuning_suffixes(label, expected):
+    assert model_id(label, MODELS) == expected
