@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from .errors import PlannerError
+
 
 def register(sub) -> None:
     p = sub.add_parser("accuracy", help="accuracy against published measurements: report, chart, runtime profiles")
@@ -16,6 +18,10 @@ def register(sub) -> None:
     p.add_argument("--kernels-root", default=None,
                    help="with --fit-kernels: an unpacked aiconfigurator_core folder instead of the installed package")
     p.add_argument("--no-png", action="store_true", help="skip the chart (needs altair + vl-convert-python)")
+    p.add_argument("--data", action="append", default=None, metavar="CSV",
+                   help="check the committed profiles against your own measurements in the schema of "
+                        "data/measured_public.csv (repeatable): writes accuracy_data.md and accuracy_data_rows.csv "
+                        "to --out-dir, no refit")
     p.set_defaults(func=cmd_accuracy)
 
 
@@ -25,6 +31,17 @@ def cmd_accuracy(args) -> int:
     from .accuracy.benchmark import run
 
     t0 = time.perf_counter()
+    if args.data:
+        if args.fit or args.fit_kernels:
+            raise PlannerError("--data checks the committed profiles; run --fit or --fit-kernels on their own")
+        from .accuracy import external
+        out = external.check(args.data)
+        files = external.write(out, args.data, args.out_dir)
+        for line in external.summary_lines(out):
+            print(line)
+        print(f"{len(out['results'])} rows mapped, {len(out['unmapped'])} unmapped (listed with reasons in the "
+              f"report); wrote {', '.join(files)} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        return 0
     if args.fit_kernels:
         from .accuracy.kernel_tables import write_regimes
         path, doc = write_regimes(args.kernels_root)

@@ -207,11 +207,32 @@ def load_rows(path: str | Path = DATA_PATH, serving_path: str | Path | None = No
     and `reason`. Their lengths add up to the files' row counts."""
     import pandas as pd
 
+    raw = pd.read_csv(path)
+    raw.insert(0, "row", range(len(raw)))
+    mapped, unmapped = map_public_rows(raw, Path(path).name)
+    from .serving_rows import SERVING_PATH, load_serving_rows
+
+    m2, u2 = load_serving_rows(serving_path or SERVING_PATH)
+    return rows_frame(mapped + m2), pd.DataFrame(unmapped + u2)
+
+
+def rows_frame(mapped: list[dict]):
+    """The mapped records as one frame with each row's regime and multi-GPU flag."""
+    import pandas as pd
+
+    df = pd.DataFrame(mapped)
+    df["regime"] = [regime_of(k, b) for k, b in zip(df["kind"], df["batch"])]
+    df["multi_gpu"] = df["tp"] > 1
+    return df
+
+
+def map_public_rows(raw, file_name: str):
+    """(mapped, unmapped) records of a frame in measured_public.csv's schema with a `row` column."""
+    import pandas as pd
+
     from ..architecture import list_model_ids
     from ..hardware import list_hardware_ids
 
-    raw = pd.read_csv(path)
-    raw.insert(0, "row", range(len(raw)))
     hw_known, models_known = set(list_hardware_ids()), set(list_model_ids())
     mapped, unmapped = [], []
     for r in raw.to_dict("records"):
@@ -235,7 +256,7 @@ def load_rows(path: str | Path = DATA_PATH, serving_path: str | Path | None = No
         elif r["metric"] == "throughput_tok_s" and pd.isna(r["batch"]):
             reason = "throughput row without a batch size"
         if reason:
-            unmapped.append({**r, "file": Path(path).name, "reason": reason})
+            unmapped.append({**r, "file": file_name, "reason": reason})
             continue
         metric = r["metric"]
         batch = int(r["batch"]) if not pd.isna(r["batch"]) else 1
@@ -247,7 +268,7 @@ def load_rows(path: str | Path = DATA_PATH, serving_path: str | Path | None = No
         anomaly = ANOMALOUS.get((r["hardware"], r["model"], r["weight_format"], metric))
         ubatch, fa, depth = _llamacpp_settings(str(r["notes"])) if runtime == "llamacpp" else (0, True, 0)
         mapped.append({
-            "file": Path(path).name, "kind": KINDS[metric], "ttft_mode": "batch",
+            "file": file_name, "kind": KINDS[metric], "ttft_mode": "batch",
             "work_div": tp if metric == "throughput_tok_s" else 1,  # TRT-LLM prints tok/s per GPU
             "row": r["row"], "source": r["source_id"], "hardware_label": r["hardware"], "hardware": hw,
             "model": model, "weights": planner_format(r["weight_format"]), "kv_dtype": KV_DTYPES[r["kv_dtype"]],
@@ -260,12 +281,4 @@ def load_rows(path: str | Path = DATA_PATH, serving_path: str | Path | None = No
                                                               prompt + output),
             "identical_sequences": any(t in str(r["framework"]) for t in IDENTICAL_SEQUENCE_TOOLS),
         })
-    from .serving_rows import SERVING_PATH, load_serving_rows
-
-    m2, u2 = load_serving_rows(serving_path or SERVING_PATH)
-    mapped += m2
-    unmapped += u2
-    df = pd.DataFrame(mapped)
-    df["regime"] = [regime_of(k, b) for k, b in zip(df["kind"], df["batch"])]
-    df["multi_gpu"] = df["tp"] > 1
-    return df, pd.DataFrame(unmapped)
+    return mapped, unmapped

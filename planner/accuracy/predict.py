@@ -131,9 +131,9 @@ def steps_of_row(r: dict) -> tuple[list[tuple], float]:
     n = kv_concurrency(r)  # fewer than B run at once where the row's KV pool is full
     if n < B:
         return _capacity_steps(kind, B, n, P, O, int(r.get("rounds", 1) or 1), r.get("work_div", 1))
-    if kind == "decode_rate":
+    if kind == "decode_rate":  # tokens per second of one sequence of the B decoded together
         past, w = _decode_steps(P, O)
-        return [("decode", 1, 1, p, wi) for p, wi in zip(past, w)], float(O)
+        return [("decode", B, 1, p, wi) for p, wi in zip(past, w)], float(O)
     if kind == "prefill_rate":
         ub, depth = r["ubatch"] or P, int(r.get("depth", 0) or 0)
         return [("prefill", 1, min(ub, depth + P - s), s, 1.0) for s in range(depth, depth + P, ub)], float(P)

@@ -319,19 +319,23 @@ def load_serving_rows(path: str | Path = SERVING_PATH):
     """(mapped records, unmapped records with `reason`) of measured_serving.csv, `row` = 0-based file row."""
     import pandas as pd
 
+    return map_serving_rows(pd.read_csv(path), Path(path).name)
+
+
+def map_serving_rows(raw, file_name: str, rows=None):
+    """map_serving_row over a frame in the serving schema; `rows`: the file row number of each (default 0..n-1)."""
     from ..architecture import list_model_ids
     from ..hardware import list_hardware_ids
 
-    raw = pd.read_csv(path)
     hw_known, models_known = set(list_hardware_ids()), set(list_model_ids())
     records = raw.to_dict("records")
     run_output = {_run_key(r): r["value"] for r in records
                   if r["metric"] == "throughput_tok_s" and STEADY_RUN in str(r["notes"])}
     mapped, unmapped = [], []
-    for i, r in enumerate(records):
+    for i, r in zip(rows if rows is not None else range(len(records)), records):
         rec, reason = map_serving_row(r, hw_known, models_known, run_output)
         if rec is None:
-            unmapped.append({"file": Path(path).name, "row": i, **r, "reason": reason})
+            unmapped.append({"file": file_name, "row": i, **r, "reason": reason})
         else:
-            mapped.append({"file": Path(path).name, "row": i, **rec})
+            mapped.append({"file": file_name, "row": i, **rec})
     return mapped, unmapped

@@ -1,0 +1,226 @@
+"""`planner accuracy --data FILE`: the committed engine profiles against measurements they were not fitted to (a
+user's own runs, or a new source), in the schema of data/measured_public.csv and data/measured_serving.csv (the
+same columns; measured_public.md / measured_serving.md state the conventions).
+
+Each row is mapped as the project's own rows are (data.map_public_rows for llama.cpp, TensorRT-LLM and gpt-fast;
+serving_rows.map_serving_rows for vLLM, SGLang, TGI, LMDeploy and ExLlamaV2; labels.py for labels their tables
+do not list) and predicted with the committed profiles of hardware_specs/runtimes/ (no refit), exactly as `planner
+estimate --runtime <engine>` would: the prediction, and the p10-p90 range the estimate prints
+(runtimes.interval_regime, widened outside the fit). Error = |predicted - measured| / measured in the row's unit;
+covered = the measured value lies in the range. A row whose source_id is one the project's data already holds was
+fitted to (in_fit): the headline figures count the others.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import PlannerError
+from ..io import atomic_write_text
+import numpy as np
+import pandas as pd
+
+REQUIRED = ("source_id", "hardware", "framework", "model", "weight_format", "kv_dtype", "batch", "input_len",
+            "output_len", "metric", "value")
+OPTIONAL = ("hardware_detail", "params_b", "unit", "notes")
+NUMERIC = {"batch": (1, 1_000_000), "input_len": (0, 10_000_000), "output_len": (0, 10_000_000)}  # integer ranges
+
+
+def read_file(path) -> "pd.DataFrame":
+    """The file as a frame with every schema column (optional ones blank), or a one-line PlannerError."""
+    p = Path(path)
+    if not p.is_file():
+        raise PlannerError(f"--data: file not found: {path}")
+    try:
+        raw = pd.read_csv(p)
+    except Exception as exc:  # pandas raises ParserError, UnicodeDecodeError, EmptyDataError, ...
+        raise PlannerError(f"--data {path}: not a readable CSV ({type(exc).__name__})") from None
+    missing = [c for c in REQUIRED if c not in raw.columns]
+    if missing:
+        raise PlannerError(f"--data {path}: missing column(s) {', '.join(missing)}; the schema is "
+                           f"{', '.join(REQUIRED + OPTIONAL)} (data/measured_public.md)")
+    for c in OPTIONAL:
+        if c not in raw.columns:
+            raw[c] = ""
+    raw.insert(0, "row", range(len(raw)))
+    return raw
+
+
+def _shown(x) -> str:
+    """A cell as the file has it: 2.0 -> '2' (pandas reads integer columns with a blank as floats)."""
+    if isinstance(x, float) and np.isfinite(x) and x == int(x):
+        return str(int(x))
+    return str(x).strip()
+
+
+def _bad_value(r) -> str | None:
+    """Why a row's numbers cannot be a measurement, or None."""
+    v = pd.to_numeric(pd.Series([r["value"]]), errors="coerce").iloc[0]
+    if not (np.isfinite(v) and v > 0):
+        return f"value {_shown(r['value'])} is not a positive number"
+    for c, (lo, hi) in NUMERIC.items():
+        x = r[c]
+        if x is None or (isinstance(x, float) and np.isnan(x)) or (isinstance(x, str) and not x.strip()):
+            continue  # blank: the mappers apply the source conventions (a batch-less row is batch 1, ...)
+        try:
+            f = float(x)
+        except (TypeError, ValueError):
+            return f"{c} {_shown(x)} is not a number"
+        if not (np.isfinite(f) and f == int(f) and lo <= f <= hi):
+            return f"{c} {_shown(x)} is not an integer in {lo}..{hi:,}"
+    return None
+
+
+def load_external(paths) -> tuple["pd.DataFrame", "pd.DataFrame"]:
+    """(mapped rows, unmapped rows with `reason`) of every file, mapped as the project's rows are."""
+    from .data import map_public_rows, rows_frame, _runtime
+    from .serving_rows import RUNTIMES as SERVING_RUNTIMES, map_serving_rows
+
+    mapped, unmapped = [], []
+    for path in paths:
+        raw = read_file(path)
+        name = Path(path).name
+        bad = [_bad_value(r) for r in raw.to_dict("records")]
+        for r, why in zip(raw.to_dict("records"), bad):
+            if why:
+                unmapped.append({**r, "file": name, "reason": why})
+        ok = raw.loc[np.array([b is None for b in bad], dtype=bool)].copy()
+        for c in ("value", *NUMERIC):
+            ok[c] = pd.to_numeric(ok[c], errors="coerce")
+        fw = [str(f) for f in ok["framework"]]
+        serving_fw = np.array([any(a in f for a, _ in SERVING_RUNTIMES) for f in fw], dtype=bool)
+        public_fw = np.array([_runtime(f) is not None for f in fw], dtype=bool) & ~serving_fw
+        pub, srv, other = ok.loc[public_fw], ok.loc[serving_fw], ok.loc[~public_fw & ~serving_fw]
+        m1, u1 = map_public_rows(pub, name)
+        m2, u2 = map_serving_rows(srv.drop(columns="row"), name, rows=list(srv["row"]))
+        mapped += m1 + m2
+        unmapped += u1 + u2
+        for r in other.to_dict("records"):
+            unmapped.append({**r, "file": name, "reason": f"framework '{r['framework']}' has no runtime profile"})
+    unmapped = pd.DataFrame(unmapped)
+    if len(unmapped):
+        unmapped = unmapped.sort_values(["file", "row"], kind="stable").reset_index(drop=True)
+    return (rows_frame(mapped) if mapped else pd.DataFrame()), unmapped
+
+
+def project_sources() -> set[str]:
+    """source_id of every row of the project's data, which the committed profiles were fitted to."""
+    from .data import DATA_PATH
+    from .serving_rows import SERVING_PATH
+
+    return set(pd.read_csv(DATA_PATH)["source_id"]) | set(pd.read_csv(SERVING_PATH)["source_id"])
+
+
+def _interval(profiles, r, key: str):
+    """(p10, p90) of measured / predicted speed that `planner estimate` prints for this row (module docstring)."""
+    from ..architecture import load_model
+    from ..runtimes import default_interval_class, interval_regime
+
+    prof = profiles.get(r["runtime"])
+    pc = next((c for c in prof.classes if c.key == r["hw_class"]), None) if prof else None
+    pc = pc or default_interval_class()
+    if pc is None:
+        return np.nan, np.nan
+    m = load_model(r["model"])
+    iv = interval_regime(pc, "prefill" if key == "prefill" else "decode", 1 if key == "decode" else 2,
+                         moe=m.moe is not None, multi_gpu=r["tp"] > 1, traits=m.traits)
+    return (iv.p10, iv.p90) if iv is not None else (np.nan, np.nan)
+
+
+def check(paths) -> dict:
+    """Predictions, ranges and errors of the committed profiles on the files' rows (module docstring)."""
+    from ..hardware import DATASHEET_EFFICIENCY
+    from .benchmark import _add_units, _profile_times, committed_profiles
+    from .data import interval_keys
+    from .predict import build_design, params_for_rows, predict_time_s, value_from_time
+
+    df, unmapped = load_external(paths)
+    if df.empty:
+        return {"results": df, "unmapped": unmapped}
+    df = _add_units(df).reset_index(drop=True)
+    d = build_design(df)
+    profiles = committed_profiles()
+    t = _profile_times(df, d, profiles)
+    t_ds = predict_time_s(d, params_for_rows(d, [DATASHEET_EFFICIENCY] * len(df)))
+    res = df.copy()
+    res["pred"] = value_from_time(d, t)
+    res["pred_datasheet"] = value_from_time(d, t_ds)
+    res["err_pct"] = np.abs(res["pred"] - res["measured"]) / res["measured"] * 100
+    res["err_datasheet_pct"] = np.abs(res["pred_datasheet"] - res["measured"]) / res["measured"] * 100
+    ratio = t / d.measured_time_s  # measured speed / predicted speed
+    keys = interval_keys(res)
+    iv = np.array([_interval(profiles, r, k) for r, k in zip(res.to_dict("records"), keys)], dtype=np.float64)
+    lo, hi = iv[:, 0], iv[:, 1]
+    is_time = d.work <= 0
+    res["low"] = np.where(is_time, res["pred"] / hi, res["pred"] * lo)
+    res["high"] = np.where(is_time, res["pred"] / lo, res["pred"] * hi)
+    res["covered"] = (ratio >= lo) & (ratio <= hi)
+    res["in_fit"] = res["source"].isin(project_sources())
+    return {"results": res, "unmapped": unmapped}
+
+
+def _table(res, by: list[str]) -> str:
+    head = "| " + " | ".join(by) + " | rows | median % | p90 % | datasheet median % | coverage % |"
+    lines = [head, "|" + "---|" * (len(by) + 5)]
+    for k, g in res.groupby(by, sort=True):
+        k = k if isinstance(k, tuple) else (k,)
+        e, ed = g["err_pct"], g["err_datasheet_pct"]
+        lines.append("| " + " | ".join(str(x) for x in k) + f" | {len(g)} | {e.median():.1f} | {e.quantile(0.9):.1f} | "
+                     f"{ed.median():.1f} | {100 * g['covered'].mean():.0f} |")
+    return "\n".join(lines)
+
+
+ROW_COLUMNS = ["file", "row", "source", "in_fit", "hardware_label", "hardware", "model", "weights", "runtime",
+               "metric", "regime", "batch", "prompt", "output", "tp", "measured", "pred", "low", "high", "covered",
+               "err_pct", "pred_datasheet", "err_datasheet_pct"]
+
+
+def render(out: dict, paths) -> str:
+    res, unmapped = out["results"], out["unmapped"]
+    lines = ["# The committed engine profiles against " + ", ".join(f"`{Path(p).name}`" for p in paths), "",
+             f"Generated by `planner accuracy --data`: {len(res)} rows mapped, {len(unmapped)} unmapped (below, "
+             "with the reason). Each row is predicted by hardware_specs/runtimes/ as `planner estimate --runtime` "
+             "would, with the p10-p90 range it prints (planner/accuracy/external.py). Error = |predicted - "
+             "measured| / measured in the row's own unit.", ""]
+    if len(res):
+        held = res[~res["in_fit"]]
+        lines += [f"## Per regime, rows of sources the profiles were not fitted to ({len(held)})", "",
+                  _table(held, ["regime"]) if len(held) else "(none: every source is in the project's data)", "",
+                  f"## Per regime, every mapped row ({len(res)}; {int(res['in_fit'].sum())} of sources in the "
+                  "project's data, fitted to)", "", _table(res, ["regime"]), "",
+                  "## By engine and regime", "", _table(res, ["runtime", "regime"]), "",
+                  "## By source", "", _table(res, ["source", "in_fit"]), ""]
+    if len(unmapped):
+        lines += ["## Unmapped rows", "", "| file | row | reason |", "|---|---|---|"]
+        lines += [f"| {r['file']} | {r['row']} | {str(r['reason']).replace('|', '/')} |"
+                  for r in unmapped.to_dict("records")]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write(out: dict, paths, out_dir) -> list[str]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = []
+    if len(out["results"]):
+        atomic_write_text(out_dir / "accuracy_data_rows.csv",
+                          out["results"][ROW_COLUMNS].to_csv(index=False, float_format="%.6g"))
+        files.append(str(out_dir / "accuracy_data_rows.csv"))
+    atomic_write_text(out_dir / "accuracy_data.md", render(out, paths))
+    files.append(str(out_dir / "accuracy_data.md"))
+    return files
+
+
+def summary_lines(out: dict) -> list[str]:
+    """One line per regime for the terminal: the held-out rows where any, else every row."""
+    res = out["results"]
+    if not len(res):
+        return []
+    held = res[~res["in_fit"]]
+    use, what = (held, "not fitted to") if len(held) else (res, "all in the project's data: in-sample")
+    lines = []
+    for regime, g in use.groupby("regime", sort=True):
+        e = g["err_pct"]
+        lines.append(f"{regime:15s} {len(g):5d} rows  median {e.median():5.1f}%  p90 {e.quantile(0.9):5.1f}%  "
+                     f"p10-p90 coverage {100 * g['covered'].mean():3.0f}%  ({what})")
+    return lines

@@ -1,0 +1,114 @@
+"""planner/accuracy/external.py: `planner accuracy --data FILE`, the committed profiles against measurements in the
+project's schema that they were not fitted to."""
+
+import csv
+
+import pandas as pd
+import pytest
+
+from planner.accuracy import external
+from planner.accuracy.benchmark import REPORT_ROWS
+from planner.cli import main
+from planner.errors import PlannerError
+from planner.hardware import load_hardware
+from planner.runtimes import load_runtime
+
+HEADER = ["source_id", "hardware", "hardware_detail", "framework", "model", "params_b", "weight_format", "kv_dtype",
+          "batch", "input_len", "output_len", "metric", "value", "unit", "notes"]
+MINE = [  # a user's own runs, in labels the project's tables do not list
+    ["my_runs", "NVIDIA GeForce RTX 4090", "", "llama.cpp (CUDA, llama-bench)", "Meta-Llama-3.1-8B-Instruct", 8.03,
+     "Q5_K_M", "f16", 1, 0, 128, "decode_tok_s_per_seq", 120.5, "tok/s", "tg128"],
+    ["my_runs", "NVIDIA H100 SXM5 80GB", "", "vLLM 0.11", "Meta-Llama-3.1-8B-Instruct", 8.03, "bf16", "auto", 16,
+     1024, 128, "tpot_ms", 9.1, "ms", ""],
+    ["my_runs", "H100", "", "vLLM 0.11", "Meta-Llama-3.1-8B-Instruct", 8.03, "bf16", "auto", 16, 1024, 128,
+     "tpot_ms", 9.1, "ms", ""],
+    ["my_runs", "NVIDIA H100 SXM5 80GB", "", "vLLM 0.11", "Meta-Llama-3.1-8B-Instruct", 8.03, "bf16", "auto", 16,
+     1024, 128, "tpot_ms", "fast", "ms", ""],
+    ["my_runs", "NVIDIA H100 SXM5 80GB", "", "MLC-LLM", "Meta-Llama-3.1-8B-Instruct", 8.03, "bf16", "auto", 16,
+     1024, 128, "tpot_ms", 9.1, "ms", ""],
+]
+
+
+def _file(tmp_path, rows, header=HEADER):
+    p = tmp_path / "mine.csv"
+    with open(p, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    return p
+
+
+def _project_rows(n):
+    with open(external.Path(REPORT_ROWS).parents[1] / "data" / "measured_public.csv", newline="") as f:
+        return list(csv.reader(f))[1:n + 1]
+
+
+def test_a_row_of_the_project_is_predicted_as_planner_accuracy_predicts_it(tmp_path):
+    """The first four Apple-silicon rows: the committed profiles' prediction is reports/accuracy_rows.csv's
+    pred_fitted, the range the committed class's p10/p90 (the prefill row: p10 x pred .. p90 x pred)."""
+    out = external.check([_file(tmp_path, _project_rows(4))])
+    res = out["results"]
+    committed = pd.read_csv(REPORT_ROWS)
+    committed = committed[(committed["file"] == "measured_public.csv") & (committed["row"] < 4)]
+    assert list(res["pred"]) == pytest.approx(list(committed["pred_fitted"]), rel=1e-4)
+    assert res["in_fit"].all()
+    spec = load_hardware(res["hardware"][0])
+    iv = load_runtime("llamacpp").for_unit(spec, spec.unit(res["unit"][0])).intervals["prefill"]
+    assert res["metric"][0] == "prefill_tok_s"
+    assert res["low"][0] == pytest.approx(res["pred"][0] * iv.p10) and res["high"][0] == pytest.approx(
+        res["pred"][0] * iv.p90)
+
+
+def test_a_users_rows_map_through_the_catalog_names_and_bad_rows_say_why(tmp_path):
+    out = external.check([_file(tmp_path, MINE)])
+    res, unmapped = out["results"], out["unmapped"]
+    assert list(zip(res["hardware"], res["model"], res["weights"], res["runtime"])) == [
+        ("rtx-4090", "llama-3.1-8b", "q5_k_m", "llamacpp"), ("h100-sxm", "llama-3.1-8b", "bf16", "vllm")]
+    assert not res["in_fit"].any() and (res["err_pct"] >= 0).all() and (res["pred"] > 0).all()
+    reasons = dict(zip(unmapped["row"], unmapped["reason"]))
+    assert "does not say which of h100-nvl, h100-pcie, h100-sxm" in reasons[2]
+    assert reasons[3] == "value fast is not a positive number"
+    assert reasons[4] == "framework 'MLC-LLM' has no runtime profile"
+
+
+def test_files_outside_the_schema_are_one_line_errors(tmp_path):
+    with pytest.raises(PlannerError, match=r"^--data .*mine.csv: missing column\(s\) metric, value; the schema is "):
+        external.check([_file(tmp_path, [r[:11] for r in MINE], HEADER[:11])])
+    with pytest.raises(PlannerError, match="^--data: file not found"):
+        external.check([tmp_path / "absent.csv"])
+
+
+def test_cli_writes_the_report_and_refuses_a_refit_with_it(tmp_path, capsys):
+    p = _file(tmp_path, MINE)
+    assert main(["accuracy", "--data", str(p), "--out-dir", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "decode_b1" in out and "(not fitted to)" in out
+    md = (tmp_path / "out" / "accuracy_data.md").read_text()
+    assert "2 rows mapped, 3 unmapped" in md and "| mine.csv | 4 | framework 'MLC-LLM' has no runtime profile |" in md
+    assert len(pd.read_csv(tmp_path / "out" / "accuracy_data_rows.csv")) == 2
+    assert main(["accuracy", "--data", str(p), "--fit"]) == 2
+    err = capsys.readouterr().err
+    assert "--data checks the committed profiles" in err and err.strip().count("\n") == 0
+
+
+@pytest.mark.parametrize("col,value,reason", [
+    ("batch", 0, "batch 0 is not an integer in 1..1,000,000"),
+    ("batch", 2.5, "batch 2.5 is not an integer in 1..1,000,000"),
+    ("input_len", -5, "input_len -5 is not an integer in 0..10,000,000"),
+    ("value", "inf", "value inf is not a positive number"),
+    ("value", -3, "value -3 is not a positive number"),
+])
+def test_numbers_that_cannot_be_a_measurement_are_listed_not_predicted(tmp_path, col, value, reason):
+    row = list(MINE[0])
+    row[HEADER.index(col)] = value
+    out = external.check([_file(tmp_path, [row, MINE[0]])])
+    assert len(out["results"]) == 1 and list(out["unmapped"]["reason"]) == [reason]
+
+
+def test_a_per_sequence_decode_rate_at_batch_b_decodes_b_sequences():
+    """decode_tok_s_per_seq of B sequences decoded together: every step of the row runs at batch B."""
+    from planner.accuracy.predict import steps_of_row
+
+    r = {"kind": "decode_rate", "batch": 16, "prompt": 512, "output": 128, "model": "llama-3.1-8b"}
+    steps, work = steps_of_row(r)
+    assert work == 128 and {s[1] for s in steps} == {16} and sum(s[4] for s in steps) == pytest.approx(128)
