@@ -35,7 +35,10 @@ def cmd_accuracy(args) -> int:
         if args.fit or args.fit_kernels:
             raise PlannerError("--data checks the committed profiles; run --fit or --fit-kernels on their own")
         from .accuracy import external
-        out = external.check(args.data)
+        try:
+            out = external.check(args.data)
+        except PlannerError as exc:  # the file's own message, named as the option it came from
+            raise PlannerError(f"--data {exc}") from None
         files = external.write(out, args.data, args.out_dir)
         for line in external.summary_lines(out):
             print(line)

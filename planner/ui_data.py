@@ -139,6 +139,30 @@ def accuracy_results():
     return out["results"], out["checks"], out["default_coverage"]
 
 
+MAX_UPLOAD_ROWS = 20_000  # a measurements upload the page checks in a few seconds
+
+
+def check_measurements(name: str, content: bytes) -> dict:
+    """`planner accuracy --data` on an uploaded CSV (planner/accuracy/external.py): {"summary" (per regime, fitted
+    to or not), "rows" (every mapped row: measured, predicted, range, error), "unmapped" (row, reason)}; a
+    PlannerError for a file outside the schema or longer than MAX_UPLOAD_ROWS rows."""
+    import pandas as pd
+
+    from .accuracy import external
+    from .errors import PlannerError
+
+    if content.count(b"\n") > MAX_UPLOAD_ROWS + 1:
+        raise PlannerError(f"{name}: more than {MAX_UPLOAD_ROWS:,} rows; check it with `planner accuracy --data`")
+    out = external.check([(name, content)])
+    res, unmapped = out["results"], out["unmapped"]
+    cols = ["row", "source", "hardware", "model", "weights", "runtime", "metric", "regime", "batch", "prompt",
+            "output", "measured", "pred", "low", "high", "err_pct", "covered", "in_fit"]
+    rows = res[cols].rename(columns={"pred": "predicted", "err_pct": "error %", "in_fit": "source fitted to"}) \
+        if len(res) else pd.DataFrame(columns=cols)
+    return {"summary": external.regime_summary(res) if len(res) else pd.DataFrame(),
+            "rows": rows, "unmapped": unmapped[["row", "reason"]] if len(unmapped) else pd.DataFrame()}
+
+
 def headline_frame(estimates: list[Estimate]):
     import pandas as pd
 

@@ -72,9 +72,9 @@ def test_a_users_rows_map_through_the_catalog_names_and_bad_rows_say_why(tmp_pat
 
 
 def test_files_outside_the_schema_are_one_line_errors(tmp_path):
-    with pytest.raises(PlannerError, match=r"^--data .*mine.csv: missing column\(s\) metric, value; the schema is "):
+    with pytest.raises(PlannerError, match=r"^.*mine.csv: missing column\(s\) metric, value; the schema is "):
         external.check([_file(tmp_path, [r[:11] for r in MINE], HEADER[:11])])
-    with pytest.raises(PlannerError, match="^--data: file not found"):
+    with pytest.raises(PlannerError, match="absent.csv: file not found$"):
         external.check([tmp_path / "absent.csv"])
 
 
@@ -84,7 +84,7 @@ def test_cli_writes_the_report_and_refuses_a_refit_with_it(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "decode_b1" in out and "(not fitted to)" in out
     md = (tmp_path / "out" / "accuracy_data.md").read_text()
-    assert "2 rows mapped, 3 unmapped" in md and "| mine.csv | 4 | framework 'MLC-LLM' has no runtime profile |" in md
+    assert "2 rows mapped (0 flagged anomalous by the data's caveats and left out of the figures), 3 unmapped" in md and "| mine.csv | 4 | framework 'MLC-LLM' has no runtime profile |" in md
     assert len(pd.read_csv(tmp_path / "out" / "accuracy_data_rows.csv")) == 2
     assert main(["accuracy", "--data", str(p), "--fit"]) == 2
     err = capsys.readouterr().err
@@ -112,3 +112,13 @@ def test_a_per_sequence_decode_rate_at_batch_b_decodes_b_sequences():
     r = {"kind": "decode_rate", "batch": 16, "prompt": 512, "output": 128, "model": "llama-3.1-8b"}
     steps, work = steps_of_row(r)
     assert work == 128 and {s[1] for s in steps} == {16} and sum(s[4] for s in steps) == pytest.approx(128)
+
+
+def test_cli_names_the_option_and_refuses_ragged_rows(tmp_path, capsys):
+    p = tmp_path / "ragged.csv"
+    p.write_text(",".join(HEADER[:13]) + "\n" + ",".join(str(x) for x in MINE[0]) + "\n")  # 15 fields, 13 names
+    assert main(["accuracy", "--data", str(p), "--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: --data {p}: not a readable CSV (ParserWarning") and "\n" not in err
+    assert main(["accuracy", "--data", str(tmp_path / "absent.csv")]) == 2
+    assert capsys.readouterr().err.strip() == f"error: --data {tmp_path / 'absent.csv'}: file not found"

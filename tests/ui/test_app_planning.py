@@ -293,6 +293,33 @@ def test_accuracy_axes_carry_one_unit_each_and_deploy_button_is_hidden():
     assert re.search(r'^toolbarMode = "viewer"', cfg, re.M)
 
 
+MEASUREMENTS = (b"source_id,hardware,framework,model,weight_format,kv_dtype,batch,input_len,output_len,metric,value\n"
+                b"mine,NVIDIA GeForce RTX 4090,llama.cpp (CUDA),Meta-Llama-3.1-8B-Instruct,Q4_K_M,f16,1,0,128,"
+                b"decode_tok_s_per_seq,140\n"
+                b"mine,H100,vLLM 0.11,Meta-Llama-3.1-8B-Instruct,bf16,auto,16,1024,128,tpot_ms,9.1\n")
+
+
+def test_own_measurements_are_checked_in_the_accuracy_section():
+    """The upload runs planner accuracy --data: the mapped row in the summary, a chart in its own unit, the row
+    that says no variant (H100) listed with its reason; a file outside the schema is one error line."""
+    at = run_app({"hardware": "h100-sxm"}, "Accuracy")
+    at.file_uploader(key="measurements_upload").set_value(("mine.csv", MEASUREMENTS, "text/csv"))
+    at.run()
+    no_failure(at)
+    assert not at.error, [e.value for e in at.error]
+    direct = ud.check_measurements("mine.csv", MEASUREMENTS)
+    assert list(direct["rows"]["hardware"]) == ["rtx-4090"] and list(direct["unmapped"]["row"]) == [1]
+    specs = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+    titles = [" ".join(s["title"]["text"]) for s in specs if isinstance(s.get("title"), dict)]  # show_chart wraps
+    assert any(t.startswith("your decode tokens/s per sequence vs llm-") for t in titles), titles
+    assert any("does not say which of h100-nvl, h100-pcie, h100-sxm" in json.dumps(t.value.to_dict()) for t in
+               at.dataframe)
+    at.file_uploader(key="measurements_upload").set_value(("bad.csv", b"a,b\n1,2\n", "text/csv"))
+    at.run()
+    no_failure(at)
+    assert len(at.error) == 1 and "bad.csv: missing column(s) source_id" in at.error[0].value.replace("\\", "")
+
+
 HOSTILE_CONFIGS = [("hidden_size", "4k"), ("hidden_size", "NaN"), ("hidden_size", "1e400"),
                    ("num_attention_heads", 0), ("num_hidden_layers", {"a": [1]}), ("vocab_size", -5)]
 
