@@ -89,6 +89,9 @@ MAPPING_ASSUMPTIONS = {  # hardware and model labels mapped by assumption (liste
     "not stated (FP8 table)": "KV cache dtype of TRT-LLM FP8 rows that do not state it (v0.9.0 Mixtral-8x7B, H200 "
                               "blogs v0.5.0 / v0.7a): fp8 assumed (the perf docs' FP8 build configs of that time set "
                               "FP8 KV cache next to FP8 weights: --fp8_kv_cache in v0.6.1, kv_cache_quant_algo in v0.9.0)",
+    "framework labels": "matched case-insensitively (data.RUNTIMES, serving_rows.RUNTIMES); Ollama, "
+                        "llama-cpp-python and KoboldCpp take the llama.cpp profile (they run llama.cpp's ggml "
+                        "kernels), TabbyAPI ExLlamaV2's; labels the tables do not list resolve through labels.py",
 }
 
 MODEL_IDS: dict[str, str] = {
@@ -126,7 +129,10 @@ KV_DTYPES = {"f16": "fp16", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8",
              "not stated (FP8 table)": "fp8"}
 
 # runtime id (hardware_specs/runtimes/<id>.yaml) from the source's framework label
-RUNTIMES = (("llama.cpp", "llamacpp"), ("TensorRT-LLM", "trtllm"), ("gpt-fast", "gpt-fast"))
+# (regex, case-insensitive, on the framework label; the first that matches). Ollama, llama-cpp-python and KoboldCpp
+# run llama.cpp's ggml kernels (Ollama vendors ggml; the others bind or fork llama.cpp): the llama.cpp profile.
+RUNTIMES = ((r"llama[.-]?cpp|\bollama\b|koboldcpp", "llamacpp"), (r"tensorrt-llm|\btrt-?llm\b", "trtllm"),
+            (r"gpt-fast", "gpt-fast"))
 
 # what the planner predicts for each public metric (serving_rows.py documents the kinds)
 KINDS = {"decode_tok_s_per_seq": "decode_rate", "prefill_tok_s": "prefill_rate", "ttft_ms": "ttft",
@@ -197,8 +203,9 @@ def _llamacpp_settings(notes: str) -> tuple[int, bool, int]:
             int(depth.group(1)) if depth else 0)
 
 
-def _runtime(framework: str) -> str | None:
-    return next((rid for label, rid in RUNTIMES if label in framework), None)
+def _runtime(framework) -> str | None:
+    """The runtime profile id of a llama.cpp / TensorRT-LLM / gpt-fast framework label (RUNTIMES), or None."""
+    return next((rid for p, rid in RUNTIMES if re.search(p, str(framework), re.I)), None)
 
 
 def load_rows(path: str | Path = DATA_PATH, serving_path: str | Path | None = None):

@@ -91,7 +91,7 @@ def load_external(paths) -> tuple["pd.DataFrame", "pd.DataFrame"]:
     """(mapped rows, unmapped rows with `reason`) of every file (a path, or an upload as (name, bytes)), mapped as
     the project's rows are."""
     from .data import map_public_rows, rows_frame, _runtime
-    from .serving_rows import RUNTIMES as SERVING_RUNTIMES, map_serving_rows
+    from .serving_rows import map_serving_rows, serving_runtime
 
     mapped, unmapped = [], []
     for path in paths:
@@ -105,7 +105,7 @@ def load_external(paths) -> tuple["pd.DataFrame", "pd.DataFrame"]:
         for c in ("value", *NUMERIC):
             ok[c] = pd.to_numeric(ok[c], errors="coerce")
         fw = [str(f) for f in ok["framework"]]
-        serving_fw = np.array([any(a in f for a, _ in SERVING_RUNTIMES) for f in fw], dtype=bool)
+        serving_fw = np.array([serving_runtime(f) is not None for f in fw], dtype=bool)
         public_fw = np.array([_runtime(f) is not None for f in fw], dtype=bool) & ~serving_fw
         pub, srv, other = ok.loc[public_fw], ok.loc[serving_fw], ok.loc[~public_fw & ~serving_fw]
         m1, u1 = map_public_rows(pub, name)

@@ -129,8 +129,14 @@ MODEL_PATTERNS = (  # (regex on the source's model label, catalog id)
 FORMAT_PATTERNS = ((r"^fp8", "fp8"), (r"^bf16$", "bf16"), (r"^fp16$", "fp16"), (r"^mxfp4", "mxfp4"),
                    (r"^nvfp4$", "nvfp4"), (r"^gptq_int4_g128", "gptq-int4"))
 KV_PATTERNS = ((r"^fp8", "fp8"), (r"^bf16$", "bf16"), (r"^fp16$", "fp16"))
-RUNTIMES = (("TGI", "tgi"), ("LMDeploy", "lmdeploy"), ("SGLang", "sglang"), ("vLLM", "vllm"),
-            ("ExLlamaV2", "exllamav2"))
+# (regex, case-insensitive, on the framework label; the first that matches); TabbyAPI serves ExLlamaV2
+RUNTIMES = ((r"\btgi\b|text-generation-inference", "tgi"), (r"lmdeploy|turbomind", "lmdeploy"), (r"sglang", "sglang"),
+            (r"vllm", "vllm"), (r"exllamav2|tabbyapi", "exllamav2"))
+
+
+def serving_runtime(framework) -> str | None:
+    """The runtime profile id of a serving engine's framework label (RUNTIMES), or None."""
+    return next((rid for p, rid in RUNTIMES if re.search(p, str(framework), re.I)), None)
 METRICS = {"ttft_ms": ("ttft", 1.0), "ttft_s": ("ttft", 1e3), "tpot_ms": ("tpot", 1.0), "tpot_s": ("tpot", 1e3),
            "itl_ms": ("tpot", 1.0), "e2e_latency_ms": ("e2e", 1.0), "e2e_latency_s": ("e2e", 1e3),
            "throughput_tok_s": ("throughput", 1.0), "decode_tok_s_per_seq": ("decode_rate", 1.0)}
@@ -235,7 +241,7 @@ def map_serving_row(r: dict, hw_known: set, models_known: set,
     """(mapped record, None) or (None, reason) for one row of measured_serving.csv. run_output_tok_s: output tok/s
     of each request-throughput run (_run_key -> value of its throughput row), for its other metrics."""
     src, metric = r["source_id"], r["metric"]
-    runtime = _match(((re.escape(a), b) for a, b in RUNTIMES), r["framework"])
+    runtime = serving_runtime(r["framework"])
     hw, hw_reason = HARDWARE_IDS.get(r["hardware"]), None
     if hw is None:  # a label the table does not list: the catalog's own names (labels.py)
         hw, hw_reason = hardware_id(r["hardware"], hw_known)

@@ -52,3 +52,17 @@ def test_labels_that_do_not_say_which_variant_are_not_guessed(label, needle):
 ])
 def test_model_labels_match_exactly_apart_from_tuning_suffixes(label, expected):
     assert model_id(label, MODELS) == expected
+
+
+@pytest.mark.parametrize("framework,public,serving", [
+    ("llama.cpp (Metal backend, llama-bench, -ngl 99)", "llamacpp", None),
+    ("Ollama 0.5.7", "llamacpp", None), ("llama-cpp-python 0.3.2", "llamacpp", None),
+    ("TRT-LLM 0.17 trtllm-bench", "trtllm", None), ("TensorRT-LLM v0.9.0 (gptSessionBenchmark)", "trtllm", None),
+    ("vllm 0.11.0", None, "vllm"), ("text-generation-inference 3.0", None, "tgi"), ("TabbyAPI", None, "exllamav2"),
+    ("SGLang v0.3.0 server", None, "sglang"), ("MLX-LM 0.20", None, None), ("DeepSpeed-MII", None, None),
+])
+def test_framework_labels_name_the_engine_whose_kernels_ran(framework, public, serving):
+    from planner.accuracy.data import _runtime
+    from planner.accuracy.serving_rows import serving_runtime
+
+    assert (_runtime(framework), serving_runtime(framework)) == (public, serving)
