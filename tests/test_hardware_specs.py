@@ -33,7 +33,7 @@ APPLE = [
     "apple-m2-max-30c", "apple-m2-ultra-60c", "apple-m3-pro-14c", "apple-m3-max-30c", "apple-m3-ultra-60c",
     "apple-m4-pro-16c", "apple-m4-max-32c",
 ]
-PHONES_LAPTOPS = ["snapdragon-8-gen3", "snapdragon-8-elite", "dimensity-9300", "core-ultra-5-226v", "apple-a17-pro", "tensor-g4"]
+PHONES_LAPTOPS = ["snapdragon-8-gen3", "snapdragon-8-elite", "dimensity-9300", "core-ultra-5-226v", "apple-a17-pro", "apple-a18-pro", "tensor-g4"]
 CPU = ["x86-server-cpu"]
 # issue 9: the devices people run today
 NEW_NVIDIA_DATACENTER = ["gh200", "gh200-144gb", "gb300", "h100-nvl", "h200-nvl", "h800", "a800", "h20", "l20"]

@@ -24,6 +24,7 @@ MODELS = set(list_model_ids())
     ("Apple M2 Max (38-core GPU)", "apple-m2-max"),
     ("Apple M3 Max (16-core CPU, 40-core GPU)", "apple-m3-max"),
     ("Apple M1 (8-core GPU)", "apple-m1"),
+    ("Apple A18 Pro", "apple-a18-pro"),
 ])
 def test_labels_resolve_to_the_catalog_id(label, expected):
     assert hardware_id(label, HW) == (expected, None)
