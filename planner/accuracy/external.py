@@ -41,7 +41,7 @@ def read_file(src) -> "pd.DataFrame":
     else:
         path = handle = src
         if not Path(src).is_file():
-            raise PlannerError(f"{src}: file not found")
+            raise PlannerError(f"{src}: " + ("not a file" if Path(src).exists() else "file not found"))
     import warnings
 
     try:  # index_col=False and warnings as errors: a row with more fields than the header is refused, not shifted

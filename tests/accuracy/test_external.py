@@ -76,6 +76,8 @@ def test_files_outside_the_schema_are_one_line_errors(tmp_path):
         external.check([_file(tmp_path, [r[:11] for r in MINE], HEADER[:11])])
     with pytest.raises(PlannerError, match="absent.csv: file not found$"):
         external.check([tmp_path / "absent.csv"])
+    with pytest.raises(PlannerError, match=": not a file$"):
+        external.check([tmp_path])
 
 
 def test_cli_writes_the_report_and_refuses_a_refit_with_it(tmp_path, capsys):
