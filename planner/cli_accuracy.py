@@ -20,8 +20,8 @@ def register(sub) -> None:
     p.add_argument("--no-png", action="store_true", help="skip the chart (needs altair + vl-convert-python)")
     p.add_argument("--data", action="append", default=None, metavar="CSV",
                    help="check the committed profiles against your own measurements in the schema of "
-                        "data/measured_public.csv (repeatable): writes accuracy_data.md and accuracy_data_rows.csv "
-                        "to --out-dir, no refit")
+                        "data/measured_public.csv (repeatable): writes accuracy_data.md, accuracy_data_rows.csv and "
+                        "accuracy_data.png to --out-dir, no refit")
     p.set_defaults(func=cmd_accuracy)
 
 
@@ -39,9 +39,11 @@ def cmd_accuracy(args) -> int:
             out = external.check(args.data)
         except PlannerError as exc:  # the file's own message, named as the option it came from
             raise PlannerError(f"--data {exc}") from None
-        files = external.write(out, args.data, args.out_dir)
+        files, notes = external.write(out, args.data, args.out_dir, png=not args.no_png)
         for line in external.summary_lines(out):
             print(line)
+        for n in notes:
+            print(f"note: {n}", file=sys.stderr)
         print(f"{len(out['results'])} rows mapped, {len(out['unmapped'])} unmapped (listed with reasons in the "
               f"report); wrote {', '.join(files)} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         return 0

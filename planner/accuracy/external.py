@@ -224,17 +224,31 @@ def render(out: dict, paths) -> str:
     return "\n".join(lines)
 
 
-def write(out: dict, paths, out_dir) -> list[str]:
+def write(out: dict, paths, out_dir, png: bool = True) -> tuple[list[str], list[str]]:
+    """(files written, notes): accuracy_data.md, accuracy_data_rows.csv and, with png, accuracy_data.png
+    (predicted vs measured per engine, report.chart)."""
+    from .report import write_png
+
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    files = []
+    files, notes = [], []
     if len(out["results"]):
         atomic_write_text(out_dir / "accuracy_data_rows.csv",
                           out["results"][ROW_COLUMNS].to_csv(index=False, float_format="%.6g"))
         files.append(str(out_dir / "accuracy_data_rows.csv"))
+        if png:
+            res = out["results"].assign(fitted=np.where(out["results"]["in_fit"], "source fitted to",
+                                                        "source not fitted to"))
+            msg = write_png(res, out_dir / "accuracy_data.png", pred="pred", shape="fitted",
+                            y_title="predicted (committed profiles)",
+                            title="llm-planner vs your measurements, per engine (log-log; dashed: y = x)")
+            if msg:
+                notes.append(msg)
+            else:
+                files.append(str(out_dir / "accuracy_data.png"))
     atomic_write_text(out_dir / "accuracy_data.md", render(out, paths))
     files.append(str(out_dir / "accuracy_data.md"))
-    return files
+    return files, notes
 
 
 def regime_summary(res) -> "pd.DataFrame":

@@ -17,27 +17,30 @@ def _md_table(df, floatfmt="{:.1f}") -> str:
     return "\n".join(out)
 
 
-def chart(res):
-    """Altair chart: LOSO predicted vs measured, log-log, one panel per engine, y = x line, coloured by regime."""
+def chart(res, pred: str = "pred_loso", shape: str = "level", y_title: str = "predicted (leave-one-source-out)",
+          title: str = "llm-planner vs published measurements, per engine (log-log, leave-one-source-out; dashed: "
+                       "y = x)"):
+    """Altair chart: predicted (column `pred`, LOSO by default) vs measured, log-log, one panel per engine, y = x
+    line, coloured by regime, shaped by `shape`."""
     import altair as alt
     import pandas as pd
 
-    data = res.assign(predicted=res["pred_loso"])[
+    data = res.assign(predicted=res[pred])[
         ["source", "runtime", "regime", "metric", "hardware", "model", "weights", "batch", "measured", "predicted",
-         "level"]]
+         shape]]
     lo, hi = float(min(data.measured.min(), data.predicted.min())), float(max(data.measured.max(),
                                                                              data.predicted.max()))
     line = pd.DataFrame({"measured": [lo, hi], "predicted": [lo, hi]})
     pts = alt.Chart().mark_point(filled=True, size=22, opacity=0.7).encode(
         x=alt.X("measured:Q", scale=alt.Scale(type="log"), title="measured (row's unit)"),
-        y=alt.Y("predicted:Q", scale=alt.Scale(type="log"), title="predicted (leave-one-source-out)"),
-        color=alt.Color("regime:N"), shape=alt.Shape("level:N"),
+        y=alt.Y("predicted:Q", scale=alt.Scale(type="log"), title=y_title),
+        color=alt.Color("regime:N"), shape=alt.Shape(f"{shape}:N"),
         tooltip=["source", "runtime", "metric", "hardware", "model", "weights", "batch", "measured", "predicted"])
     diag = alt.Chart(line).mark_line(color="gray", strokeDash=[4, 4]).encode(x="measured:Q", y="predicted:Q")
-    return _faceted(data, diag, pts)
+    return _faceted(data, diag, pts, title)
 
 
-def _faceted(data, diag, pts):
+def _faceted(data, diag, pts, title: str):
     import altair as alt
 
     charts = []
@@ -45,16 +48,16 @@ def _faceted(data, diag, pts):
         sub = data[data["runtime"] == rt]
         charts.append(alt.layer(diag, pts.properties(data=sub)).properties(width=260, height=220, title=rt))
     rows = [alt.hconcat(*charts[i:i + 3]) for i in range(0, len(charts), 3)]
-    return alt.vconcat(*rows).properties(
-        title="llm-planner vs published measurements, per engine (log-log, leave-one-source-out; dashed: y = x)")
+    return alt.vconcat(*rows).properties(title=title)
 
 
-def write_png(res, path: Path) -> str | None:
+def write_png(res, path: Path, **chart_args) -> str | None:
+    """The chart (chart_args: chart's) as a PNG, written atomically; a note instead where vl-convert is missing."""
     try:
         import vl_convert as vlc
     except ImportError:
         return "vl-convert-python not installed (pip install -e '.[report]'): PNG skipped"
-    png = vlc.vegalite_to_png(chart(res).to_json(), scale=1.5)
+    png = vlc.vegalite_to_png(chart(res, **chart_args).to_json(), scale=1.5)
     tmp = path.with_suffix(".png.tmp")
     tmp.write_bytes(png)
     tmp.replace(path)

@@ -124,3 +124,12 @@ def test_cli_names_the_option_and_refuses_ragged_rows(tmp_path, capsys):
     assert err.startswith(f"error: --data {p}: not a readable CSV (ParserWarning") and "\n" not in err
     assert main(["accuracy", "--data", str(tmp_path / "absent.csv")]) == 2
     assert capsys.readouterr().err.strip() == f"error: --data {tmp_path / 'absent.csv'}: file not found"
+
+
+def test_the_chart_is_written_beside_the_report_unless_no_png(tmp_path):
+    """vl-convert is a test dependency (pyproject.toml [test]), as for reports/accuracy.png."""
+    p = _file(tmp_path, MINE)
+    assert main(["accuracy", "--data", str(p), "--out-dir", str(tmp_path / "a")]) == 0
+    assert (tmp_path / "a" / "accuracy_data.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["accuracy", "--data", str(p), "--out-dir", str(tmp_path / "b"), "--no-png"]) == 0
+    assert not (tmp_path / "b" / "accuracy_data.png").exists() and (tmp_path / "b" / "accuracy_data.md").exists()
