@@ -182,14 +182,25 @@ def scored(res):
     return res[res["anomalous"].fillna("") == ""] if "anomalous" in res else res
 
 
+def _pct(x: float, width: int = 0) -> str:
+    """An error in percent: one decimal, or three significant digits from 1e6 % (a value off by orders of
+    magnitude, e.g. a unit typed wrong, stays one short cell)."""
+    return f"{x:{width}.1f}" if abs(x) < 1e6 else f"{x:{width}.3g}"
+
+
+def _cell(x) -> str:
+    """A value as one Markdown table cell: whitespace (newlines) folded, the column bar replaced."""
+    return " ".join(str(x).split()).replace("|", "/")
+
+
 def _table(res, by: list[str]) -> str:
     head = "| " + " | ".join(by) + " | rows | median % | p90 % | datasheet median % | coverage % |"
     lines = [head, "|" + "---|" * (len(by) + 5)]
     for k, g in res.groupby(by, sort=True):
         k = k if isinstance(k, tuple) else (k,)
         e, ed = g["err_pct"], g["err_datasheet_pct"]
-        lines.append("| " + " | ".join(str(x) for x in k) + f" | {len(g)} | {e.median():.1f} | {e.quantile(0.9):.1f} | "
-                     f"{ed.median():.1f} | {100 * g['covered'].mean():.0f} |")
+        lines.append("| " + " | ".join(_cell(x) for x in k) + f" | {len(g)} | {_pct(e.median())} | {_pct(e.quantile(0.9))} | "
+                     f"{_pct(ed.median())} | {100 * g['covered'].mean():.0f} |")
     return "\n".join(lines)
 
 
@@ -218,7 +229,7 @@ def render(out: dict, paths) -> str:
                   "## By source", "", _table(res, ["source", "in_fit"]), ""]
     if len(unmapped):
         lines += ["## Unmapped rows", "", "| file | row | reason |", "|---|---|---|"]
-        lines += [f"| {r['file']} | {r['row']} | {str(r['reason']).replace('|', '/')} |"
+        lines += [f"| {_cell(r['file'])} | {r['row']} | {_cell(r['reason'])} |"
                   for r in unmapped.to_dict("records")]
         lines.append("")
     return "\n".join(lines)
@@ -274,6 +285,6 @@ def summary_lines(out: dict) -> list[str]:
     lines = []
     for regime, g in use.groupby("regime", sort=True):
         e = g["err_pct"]
-        lines.append(f"{regime:15s} {len(g):5d} rows  median {e.median():5.1f}%  p90 {e.quantile(0.9):5.1f}%  "
+        lines.append(f"{regime:15s} {len(g):5d} rows  median {_pct(e.median(), 5)}%  p90 {_pct(e.quantile(0.9), 5)}%  "
                      f"p10-p90 coverage {100 * g['covered'].mean():3.0f}%  ({what})")
     return lines

@@ -2,6 +2,7 @@
 project's schema that they were not fitted to."""
 
 import csv
+import re
 
 import pandas as pd
 import pytest
@@ -133,3 +134,20 @@ def test_the_chart_is_written_beside_the_report_unless_no_png(tmp_path):
     assert (tmp_path / "a" / "accuracy_data.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["accuracy", "--data", str(p), "--out-dir", str(tmp_path / "b"), "--no-png"]) == 0
     assert not (tmp_path / "b" / "accuracy_data.png").exists() and (tmp_path / "b" / "accuracy_data.md").exists()
+
+
+def test_labels_cannot_break_the_report_tables(tmp_path):
+    """A source id or hardware label with a column bar or a newline stays one cell (whitespace folded, | -> /); an
+    error orders of magnitude off prints in three significant digits."""
+    evil = list(MINE[0])
+    evil[0], evil[1] = "evil|src\nline", "NVIDIA GeForce RTX 4090\n| x |"
+    tiny = list(MINE[0])
+    tiny[HEADER.index("value")] = 1e-300
+    p = _file(tmp_path, [evil, tiny])
+    out = external.check([p])
+    md = external.render(out, [p])
+    table_rows = [ln for ln in md.splitlines() if ln.startswith("| evil/src line |")]
+    assert len(table_rows) == 1 and table_rows[0].count("|") == 8
+    assert list(out["results"]["hardware"]) == ["rtx-4090", "rtx-4090"]  # the label's tokens still name the card
+    # 1e-300 tok/s measured, ~1e2 predicted: an error of ~1e304 %, shown as d.dde+30d
+    assert re.search(r"\| \d(\.\d+)?e\+30\d \|", md)
