@@ -22,7 +22,7 @@ from .errors import pydantic_one_line
 from .hardware import (DATASHEET_EFFICIENCY, DEQUANT_MATVEC_TOKENS, SPECS_DIR, ComputeUnit, Efficiency,
                        HardwareSpec, default_efficiency)
 from .io import read_yaml
-from .quantization import DEQUANT_FITTED_FORMATS, dequant_overhead_for
+from .quantization import dequant_overhead_for, is_dequantized
 
 CALIBRATION_DIR = SPECS_DIR / "calibration"
 
@@ -118,7 +118,7 @@ def unmeasured_dequant_warning(eff: Efficiency, fmt_name: str, runtime_id: str |
     optimistic; the warning names the costs fitted for other formats for comparison. None for a format without
     such a cost, or where it was fitted."""
     fitted = eff.dequant_overhead or {}
-    if runtime_id is None or fmt_name in fitted or fmt_name not in DEQUANT_FITTED_FORMATS:
+    if runtime_id is None or fmt_name in fitted or not is_dequantized(fmt_name):
         return None
     if not fitted:
         return (f"runtime {runtime_id} was fitted on no weight-only quantized rows on this hardware class: the "

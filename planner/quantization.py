@@ -76,12 +76,39 @@ DEQUANT_SUPERSET_OF = {"q4_k_m": "q4_0", "q4_k_s": "q4_k_m", "q5_k_m": "q4_k_m",
                        "awq-int4": "int4-g128-zp", "nf4-dq": "nf4"}
 
 
+GGUF_UNPACKED = ("f16", "bf16", "f32", "fp16", "fp32")  # gguf-<type> names that hold no quantized weights
+
+
+def gguf_proxy(fmt_name: str) -> str | None:
+    """The catalog format whose dequantization a GGUF quantization mix the catalog does not list contains
+    (planner/model_files.py names those `gguf-<llama_ftype>`, e.g. gguf-iq3_xxs): an IQ grid / codebook type
+    unpacks at least IQ4_NL's table lookups, a K-quant at least Q4_K's super-blocks (Q2_K for Q2_K_S), anything
+    else (TQ ternary, Q1_0 / Q2_0) at least Q4_0's; None for a name that is not a quantized GGUF mix."""
+    if not fmt_name.startswith("gguf-") or fmt_name[5:] in GGUF_UNPACKED:
+        return None
+    rest = fmt_name[5:]
+    if rest.startswith("iq"):
+        return "iq4_nl"
+    if rest.startswith("q2_k"):
+        return "q2_k"
+    return "q4_k_m" if "_k" in rest else "q4_0"
+
+
+def is_dequantized(fmt_name: str) -> bool:
+    """Whether the format's GEMMs pay a dequantization cost an engine profile fits (DEQUANT_FITTED_FORMATS, or a
+    quantized GGUF mix the catalog does not list: gguf_proxy)."""
+    return fmt_name in DEQUANT_FITTED_FORMATS or gguf_proxy(fmt_name) is not None
+
+
 def dequant_overhead_for(fitted, fmt_name: str) -> tuple[float, str | None]:
     """(dequantization overhead, the format it was fitted for) of weight format `fmt_name` under an engine
     profile's fitted Efficiency.dequant_overhead: its own where fitted, else that of the nearest format whose work
-    it contains (DEQUANT_SUPERSET_OF, followed up the chain), a lower bound on its cost; (0.0, None) where no
-    format of the chain was fitted (the estimate then counts no dequantization and warns)."""
-    f, seen = fmt_name, set()
+    it contains (DEQUANT_SUPERSET_OF, followed up the chain; a GGUF mix the catalog does not list starts from its
+    gguf_proxy), a lower bound on its cost; (0.0, None) where no format of the chain was fitted (the estimate then
+    counts no dequantization and warns)."""
+    if fitted and fmt_name in fitted:
+        return float(fitted[fmt_name]), fmt_name
+    f, seen = gguf_proxy(fmt_name) or fmt_name, set()
     while f is not None and f not in seen:
         if fitted and f in fitted:
             return float(fitted[f]), f

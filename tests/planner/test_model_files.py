@@ -222,3 +222,34 @@ def test_unknown_quantization_or_dtype_is_named_not_bf16(tmp_path, cfg_extra, ne
         {"metadata": {"total_size": 123_456_789}, "weight_map": {"lm_head.weight": "model-00001-of-00002.safetensors"}}))
     with pytest.raises(PlannerError, match=needle):
         load_model(str(tmp_path))
+
+
+def test_gguf_mix_the_catalog_does_not_list_pays_a_lower_bound_dequantization(tmp_path):
+    """An IQ3_XXS file (gguf-iq3_xxs, its own mean bits) under llama.cpp's profile: IQ grids unpack at least
+    IQ4_NL's table lookups, which contain Q4_0's nibbles (quantization.gguf_proxy): the estimate charges the
+    profile's fitted q4_0 cost and says it is a lower bound; without the proxy it counted none, silently."""
+    from planner.efficiency import unmeasured_dequant_warning
+    from planner.hardware import load_hardware
+    from planner.runtimes import load_runtime
+
+    p = tmp_path / "tiny-iq3.gguf"
+    write_gguf(p, gguf.LlamaFileType.MOSTLY_IQ3_XXS)
+    e = estimate(load_model(str(p)), "rtx-4090", runtime="llamacpp")
+    spec = load_hardware("rtx-4090")
+    eff = load_runtime("llamacpp").for_unit(spec, spec.units[0]).efficiency
+    assert e.weights == "gguf-iq3_xxs"
+    assert any("charges q4_0's" in w and "lower bound" in w for w in e.warnings)
+    from planner.roofline import device_model
+    dev = device_model(spec, spec.units[0], load_model(str(p)).weights_file.weight_format(), eff)
+    assert dev.dequant_factor == pytest.approx(1 + eff.dequant_overhead["q4_0"])
+    assert unmeasured_dequant_warning(eff, "gguf-f16", "llamacpp") is None  # an unquantized file pays nothing
+
+
+def test_gguf_mxfp4_moe_files_are_the_catalog_mxfp4(tmp_path):
+    """llama_ftype 38 (MOSTLY_MXFP4_MOE, the gpt-oss GGUFs) is the catalog's mxfp4, whose llama.cpp compute
+    fraction was fitted on such files; the bytes stay the file's own."""
+    p = tmp_path / "tiny-mxfp4.gguf"
+    write_gguf(p, 38)
+    e = estimate(load_model(str(p)), "rtx-4090")
+    assert e.weights == "mxfp4" and e.weights_source.startswith("exact: gguf")
+    assert e.memory.weights_gb * 1e9 == pytest.approx(EXPECTED)
