@@ -24,6 +24,7 @@ REQUIRED = ("source_id", "hardware", "framework", "model", "weight_format", "kv_
             "output_len", "metric", "value")
 OPTIONAL = ("hardware_detail", "params_b", "unit", "notes")
 NUMERIC = {"batch": (1, 1_000_000), "input_len": (0, 10_000_000), "output_len": (0, 10_000_000)}  # integer ranges
+TEXT = ("source_id", "hardware", "framework", "model", "weight_format", "metric")  # must not be blank
 
 
 def source_name(src) -> str:
@@ -70,7 +71,12 @@ def _shown(x) -> str:
 
 
 def _bad_value(r) -> str | None:
-    """Why a row's numbers cannot be a measurement, or None."""
+    """Why a row cannot be a measurement (a blank name, a number that is not one), or None."""
+    for c in TEXT:
+        if not isinstance(r[c], str) or not r[c].strip():
+            return f"{c} is blank"
+    if r["value"] is None or (isinstance(r["value"], float) and np.isnan(r["value"])) or not str(r["value"]).strip():
+        return "value is blank"
     v = pd.to_numeric(pd.Series([r["value"]]), errors="coerce").iloc[0]
     if not (np.isfinite(v) and v > 0):
         return f"value {_shown(r['value'])} is not a positive number"
@@ -91,6 +97,7 @@ def load_external(paths) -> tuple["pd.DataFrame", "pd.DataFrame"]:
     """(mapped rows, unmapped rows with `reason`) of every file (a path, or an upload as (name, bytes)), mapped as
     the project's rows are."""
     from .data import map_public_rows, rows_frame, _runtime
+    from .predict import length_problem
     from .serving_rows import map_serving_rows, serving_runtime
 
     mapped, unmapped = [], []
@@ -110,7 +117,13 @@ def load_external(paths) -> tuple["pd.DataFrame", "pd.DataFrame"]:
         pub, srv, other = ok.loc[public_fw], ok.loc[serving_fw], ok.loc[~public_fw & ~serving_fw]
         m1, u1 = map_public_rows(pub, name)
         m2, u2 = map_serving_rows(srv.drop(columns="row"), name, rows=list(srv["row"]))
-        mapped += m1 + m2
+        by_row = {int(r["row"]): r for r in raw.to_dict("records")}
+        for rec in m1 + m2:
+            why = length_problem(rec)
+            if why:
+                unmapped.append({**by_row[int(rec["row"])], "file": name, "reason": why})
+            else:
+                mapped.append(rec)
         unmapped += u1 + u2
         for r in other.to_dict("records"):
             unmapped.append({**r, "file": name, "reason": f"framework '{r['framework']}' has no runtime profile"})

@@ -123,6 +123,17 @@ def kv_concurrency(r: dict) -> int:
     return max(1, min(B, int(pool_tokens // (r["prompt"] + r["output"] / 2))))
 
 
+def length_problem(r: dict) -> str | None:
+    """Why a mapped row's lengths give steps_of_row no work to time, or None: every decode kind needs an output
+    token, every prompt kind a prompt token."""
+    kind, P, O = r["kind"], int(r["prompt"]), int(r["output"])
+    if kind in ("decode_rate", "tpot", "throughput", "e2e") and O < 1:
+        return f"a {r['metric']} row needs output_len >= 1 (got {O})"
+    if kind in ("prefill_rate", "ttft") and P < 1:
+        return f"a {r['metric']} row needs input_len >= 1 (got {P})"
+    return None
+
+
 def steps_of_row(r: dict) -> tuple[list[tuple], float]:
     """Steps (stage, batch, new_tokens, past, weight) of one mapped row, and `work`: measured time = work / value
     for rate kinds (tokens), value / 1e3 for latency kinds in ms (work = 0 marks that case). Kinds and TTFT modes
@@ -153,7 +164,8 @@ def steps_of_row(r: dict) -> tuple[list[tuple], float]:
             steps.append(("prefill", B, P, 0, 1.0 / (O - 1)))
         return steps, 0.0
     if kind in ("throughput", "e2e"):
-        steps = [("prefill", B, P, 0, 1.0)]  # a static batch; a steady-state cycle does the same work (serving_rows)
+        # a static batch; a steady-state cycle does the same work (serving_rows); no prompt, no prefill step
+        steps = [("prefill", B, P, 0, 1.0)] if P > 0 else []
         if O > 1:
             past, w = _decode_steps(P, O - 1)
             steps += [("decode", B, 1, p, wi) for p, wi in zip(past, w)]

@@ -151,3 +151,26 @@ def test_labels_cannot_break_the_report_tables(tmp_path):
     assert list(out["results"]["hardware"]) == ["rtx-4090", "rtx-4090"]  # the label's tokens still name the card
     # 1e-300 tok/s measured, ~1e2 predicted: an error of ~1e304 %, shown as d.dde+30d
     assert re.search(r"\| \d(\.\d+)?e\+30\d \|", md)
+
+
+@pytest.mark.parametrize("col,value,reason", [
+    ("hardware", "", "hardware is blank"), ("model", "", "model is blank"), ("metric", "", "metric is blank"),
+    ("value", "", "value is blank"),
+    ("output_len", 0, "a decode_tok_s_per_seq row needs output_len >= 1 (got 0)"),
+])
+def test_blank_names_and_lengths_that_give_no_work_are_listed(tmp_path, col, value, reason):
+    """A blank cell where a row needs a name, or a decode rate over no output token (steps_of_row would time
+    nothing): listed with the reason, never a traceback."""
+    row = list(MINE[0])
+    row[HEADER.index(col)] = value
+    out = external.check([_file(tmp_path, [row, MINE[0]])])
+    assert len(out["results"]) == 1 and list(out["unmapped"]["reason"]) == [reason]
+
+
+def test_a_whole_request_rate_without_a_prompt_times_its_decode_steps_only():
+    """throughput_tok_s of B sequences with no prompt: O decode steps, no 0-token prefill (whose 0/0 time was NaN)."""
+    from planner.accuracy.predict import steps_of_row
+
+    r = {"kind": "throughput", "batch": 4, "prompt": 0, "output": 64, "model": "llama-3.1-8b", "work_div": 1}
+    steps, work = steps_of_row(r)
+    assert work == 4 * 64 and all(s[0] == "decode" for s in steps) and sum(s[4] for s in steps) == pytest.approx(63)
