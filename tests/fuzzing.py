@@ -106,6 +106,46 @@ def hostile_config(rng: random.Random) -> str:
     return json.dumps(cfg, allow_nan=True).replace("1e+400", "1e400")
 
 
+MEASUREMENT_HEADER = ["source_id", "hardware", "hardware_detail", "framework", "model", "params_b", "weight_format",
+                      "kv_dtype", "batch", "input_len", "output_len", "metric", "value", "unit", "notes"]
+MEASUREMENT_ROWS = [  # rows in data/measured_public.csv's schema that map, one per engine family and metric kind
+    ["s", "NVIDIA GeForce RTX 4090", "", "llama.cpp", "Meta-Llama-3.1-8B-Instruct", "", "Q4_K_M", "f16", 1, 0, 128,
+     "decode_tok_s_per_seq", 140, "tok/s", ""],
+    ["s", "NVIDIA H100 SXM5 80GB", "TP 2", "vLLM", "Meta-Llama-3.1-8B-Instruct", "", "bf16", "auto", 16, 1024, 128,
+     "tpot_ms", 9.1, "ms", ""],
+    ["s", "AMD Instinct MI300X", "8x", "SGLang", "Llama-3.1-405B", "", "bf16", "", 64, 1000, 1000,
+     "throughput_tok_s", 5000, "output tok/s total", ""],
+    ["s", "Apple M2 Max (38-core GPU)", "", "Ollama", "Qwen/Qwen3-30B-A3B", "", "q4_k_m", "f16", 1, 512, 0,
+     "prefill_tok_s", 900, "tok/s", ""],
+    ["s", "NVIDIA H100 SXM5 80GB", "", "TensorRT-LLM", "mixtral-8x7b", "", "fp8", "fp8", 64, 128, 128,
+     "e2e_latency_ms", 3000, "ms", ""]]
+MEASUREMENT_JUNK = ["", "0", "-1", "1e400", "nan", "inf", "abc", "\u221e", "1e-300", "3.5", "999999999", "|\n|",
+                    "<script>", "Q9_K", "auto", "TP 999", "8x", "ttft_s", "itl_ms", "tpot_s", "decode_tok_s_per_seq"]
+
+
+def hostile_measurements(rng: random.Random) -> str:
+    """A measurements CSV for `planner accuracy --data`: mapping rows with one to three cells replaced by junk, or
+    a broken file (no header, ragged rows, binary)."""
+    import csv
+    import io
+
+    r = rng.random()
+    if r < 0.1:
+        return rng.choice(["", "\x00\x01", "a,b\n1,2\n", ",".join(MEASUREMENT_HEADER) + "\n1,2,3\n",
+                           ",".join(MEASUREMENT_HEADER[:11]) + "\n" + ",".join(["x"] * 15) + "\n"])
+    rows = []
+    for _ in range(rng.randint(1, 4)):
+        row = list(rng.choice(MEASUREMENT_ROWS))
+        for _ in range(rng.randint(1, 3)):
+            row[rng.randrange(len(row))] = rng.choice(MEASUREMENT_JUNK)
+        rows.append(row)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(MEASUREMENT_HEADER)
+    w.writerows(rows)
+    return buf.getvalue()
+
+
 def _num(rng, lo=1, hi=4096):
     r = rng.random()
     if r < 0.75:
@@ -213,7 +253,12 @@ def gen_argv(rng: random.Random, tmp: Path, command: str | None = None) -> list[
         if a[-1] in ("fit", "spec"):
             a += ["--records", str(tmp / rng.choice(["missing", "empty"])), "--out", str(tmp / "out.yaml")]
     elif cmd == "accuracy":
-        a += [rng.choice(["--bogus", "--out-dir", "-x"])]
+        if rng.random() < 0.6:  # the committed profiles against a hostile measurements file, written under tmp
+            p = tmp / f"meas{rng.randrange(10**9)}.csv"
+            p.write_text(hostile_measurements(rng), encoding="utf-8", errors="surrogateescape")
+            a += ["--data", str(p), "--out-dir", str(tmp / "accuracy"), "--no-png"]
+        else:
+            a += [rng.choice(["--bogus", "--out-dir", "-x"])]
     return a
 
 
