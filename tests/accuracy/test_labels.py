@@ -47,7 +47,8 @@ def test_labels_that_do_not_say_which_variant_are_not_guessed(label, needle):
 @pytest.mark.parametrize("label,expected", [
     ("Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b"), ("meta-llama/Llama-2-7b-chat-hf", "llama-2-7b"),
     ("Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b"), ("gemma-3-27b-it", "gemma-3-27b"),
-    ("Llama-3.3-70B-Instruct-FP8", "llama-3.3-70b"),
+    ("Llama-3.3-70B-Instruct-FP8", "llama-3.3-70b"), ("Qwen/Qwen2.5-14B-Instruct", "qwen2.5-14b"),
+    ("meta-llama/Llama-3.2-3B-Instruct", "llama-3.2-3b"),
     ("Mistral-7B-Instruct-v0.3", None),   # v0.3's vocabulary is not the catalog's mistral-7b (v0.1)
     ("Llama-3.1-13B", None), (None, None),
 ])
