@@ -25,6 +25,7 @@ MODELS = set(list_model_ids())
     ("Apple M3 Max (16-core CPU, 40-core GPU)", "apple-m3-max"),
     ("Apple M1 (8-core GPU)", "apple-m1"),
     ("Apple A18 Pro", "apple-a18-pro"),
+    ("Tesla T4", "t4"), ("NVIDIA Tesla V100-SXM2-32GB", "v100-sxm2-32gb"),
 ])
 def test_labels_resolve_to_the_catalog_id(label, expected):
     assert hardware_id(label, HW) == (expected, None)
