@@ -106,24 +106,21 @@ MODEL_IDS: dict[str, str] = {
     "gemma-3-4b-it (QAT)": "gemma-3-4b",
 }
 
-FORMATS = {"f16": "fp16", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8", "int8": "int8", "q4_0": "q4_0",
-           "q8_0": "q8_0", "q4_k_m": "q4_k_m", "int4_g32": "int4-g32", "mxfp4": "mxfp4"}
-
-
 def planner_format(label) -> str | None:
-    """The planner's weight format for a data file's label: FORMATS, else any name or alias the planner reads
-    (planner.quantization.weight_format, case-insensitive: Q5_K_M, q6_k, IQ4_XS, exl2_4.0bpw, ...); None if none."""
+    """The planner's weight format for a data file's label: any name or alias the planner reads
+    (planner.quantization.weight_format, case-insensitive: f16, int4_g32, Q5_K_M, IQ4_XS, exl2_4.0bpw, ...); None
+    if none."""
     from ..errors import PlannerError
     from ..quantization import weight_format
 
     if not isinstance(label, str):
         return None
-    if label in FORMATS:
-        return FORMATS[label]
     try:
         return weight_format(label.strip()).name
     except PlannerError:
         return None
+
+
 KV_DTYPES = {"f16": "fp16", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8",
              # TRT-LLM FP8 rows with no stated KV dtype (v0.9.0 Mixtral, H200 blogs): see MAPPING_ASSUMPTIONS
              "not stated (FP8 table)": "fp8"}
