@@ -37,7 +37,7 @@ GATE_SHARE = 0.2
 SHARES = {"ceilings": 0.1, "quant_matmul": 0.3, "paged_attention": 0.3, "decode_step": 0.3}
 PHASE_GRACE_S = 20.0
 REPO = Path(__file__).resolve().parents[1]
-GATE_TESTS = {"cuda": ["tests/validate/test_gpu_kernels.py"],
+GATE_TESTS = {"cuda": ["-m", "gpu", "tests/validate/test_gpu_kernels.py"],
               "cpu": ["tests/validate/test_triton_interpreter.py", "-k", "split_counts_agree or int4_pack_variant"]}
 
 
