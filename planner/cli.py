@@ -233,12 +233,14 @@ def cmd_models(args) -> int:
 def cmd_sweep(args) -> int:
     import time
 
-    from .io import atomic_write_text
+    from .io import atomic_write_text, writable_target
     from .sweep import sweep
 
     out = args.out
     if out is not None and not out.endswith((".csv", ".json", ".md")):  # before the work, not after
         raise _usage(f"--out: unknown table type '{out}'; allowed endings: .csv, .json, .md")
+    if out is not None:
+        writable_target(out)  # a missing folder too: before the work and its warnings
     t0 = time.perf_counter()
     df = sweep(args.models, args.hardware, args.weights, args.batch, args.prompt, args.output, args.kv_dtype,
                efficiency=efficiency_mode(args), runtime=args.runtime)

@@ -153,19 +153,26 @@ def _new_file_mode(p: Path) -> int:
         return 0o666 & ~mask
 
 
+def writable_target(path: str | Path, make_dirs: bool = False) -> Path:
+    """The path a file may be written to, or a one-line PlannerError: not a folder, and (without make_dirs) in a
+    folder that exists. Commands check a typed `--out` with it before their work, so the error comes first."""
+    p = Path(path)
+    if p.is_dir():
+        raise PlannerError(f"cannot write {p}: it is a folder; give a file name")
+    if not make_dirs and not p.parent.is_dir():
+        raise PlannerError(f"cannot write {p}: folder {p.parent} does not exist")
+    return p
+
+
 def atomic_write_text(path: str | Path, text: str, make_dirs: bool = True) -> None:
     """Write to a temp file in the same folder, fsync, then rename: an interrupted write loses nothing.
 
     The file gets the mode an ordinary write would (the umask, or the replaced file's mode), not the temp file's 0600.
     `make_dirs` creates the project's own data folders (records/<device>/); a path the user typed (`--out`) is
     written with make_dirs=False, so `--out /typo/x.csv` is a one-line error, never a new folder tree."""
-    p = Path(path)
-    if p.is_dir():
-        raise PlannerError(f"cannot write {p}: it is a folder; give a file name")
+    p = writable_target(path, make_dirs)
     if make_dirs:
         p.parent.mkdir(parents=True, exist_ok=True)
-    elif not p.parent.is_dir():
-        raise PlannerError(f"cannot write {p}: folder {p.parent} does not exist")
     mode = _new_file_mode(p)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
     try:

@@ -40,6 +40,7 @@ from .predict import Design, build_design, hardware_class, value_from_time
 MIN_FIT_ROWS = 10  # a level is fitted from >= 10 rows: the fit has 5-8 free parameters (fewer rows of one shape leave
 #                    some unidentified: 8 LMDeploy request-throughput rows fitted the static runs worse than the family)
 MIN_INTERVAL_ROWS = 10
+OWN_FIT_LEVELS = ("engine", "engine-other-hw")  # LOSO levels at which a row was predicted by its engine's own fit
 # a regime that fewer other sources measured takes their shape around the interval key's offsets: two sources'
 # medians are two draws of a new source's offset, not its distribution (with the vLLM perf benchmark's 9 e2e rows
 # pooled beside the ROCm 0.9.1 ones, the ROCm 0.6.6 rows' range was 0.84-1.06 x the predicted time where they
@@ -352,6 +353,12 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
     0.6 on an MI300X), else the engine's own rows on every class where they are >= MIN_INTERVAL_ROWS, else all rows
     predicted by extrapolation (levels other than `engine`) in that key; an engine with no row at all gets the
     extrapolated range widened by HF_EAGER_WIDEN.
+    "Own rows" are those its own fit predicted from its other sources (levels in OWN_FIT_LEVELS): a range states
+    the error of the profile's kind of prediction. An engine with fewer than MIN_INTERVAL_ROWS of those in a key
+    (one source, or a second too small to fit on: its LOSO rows came from its family) errs on a new source as an
+    engine's own fit does on a held-out source of that engine, so its range is that of every engine's
+    `engine`-level rows, widened by EXTRAPOLATION_WIDEN for resting on one setup (its family-level residuals had
+    put ExLlamaV2's decode range at 1.07-1.51 x a headline fitted to those very rows, excluding its own estimate).
     A class (cls given) with too few of its own rows in a key is extrapolated there: its error is either the
     engine's error on its other classes or that of any prediction made without the class's data, so its range is
     [min p10, max p90] of the two pools. (vLLM on NVIDIA has no batch-1 decode row: its decode range was the
@@ -364,15 +371,22 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
     keys = interval_keys(ok)
     out, srcs, thin = {}, set(), False
     for key in ("decode", "prefill", "throughput"):
-        own = ok[(ok["runtime"] == rt) & (keys == key)]
+        mine = ok[(ok["runtime"] == rt) & (keys == key)]
+        own = mine[mine["level"].isin(OWN_FIT_LEVELS)] if "level" in mine else mine  # its own fit's LOSO rows
         own_cls = own[own["hw_class"] == cls] if cls is not None and "hw_class" in own else own.iloc[:0]
         extrapolated = ok[(ok["level"] != "engine") & (keys == key)]
         also = None  # a second pool whose range the first's is widened to (a thin class)
+        widen = 1.0
         if len(own_cls) >= MIN_INTERVAL_ROWS:
             pool, srcs = own_cls, srcs | {"class"}
         elif len(own) >= MIN_INTERVAL_ROWS:
             pool, srcs = own, srcs | {"own"}
             if cls is not None and len(extrapolated) >= 3:
+                also, srcs, thin = extrapolated, srcs | {"extrapolated"}, True
+        elif len(mine) >= MIN_INTERVAL_ROWS and ((ok["level"] == "engine") & (keys == key)).sum() >= 3:
+            # one source (docstring): an engine's own fit on a new source of it
+            pool, widen, srcs = ok[(ok["level"] == "engine") & (keys == key)], EXTRAPOLATION_WIDEN, srcs | {"new"}
+            if cls is not None and (mine["hw_class"] == cls).sum() < MIN_INTERVAL_ROWS and len(extrapolated) >= 3:
                 also, srcs, thin = extrapolated, srcs | {"extrapolated"}, True
         else:
             pool = extrapolated
@@ -381,7 +395,9 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
             srcs = srcs | {"extrapolated"}
         x = np.log(pool["ratio"].to_numpy())  # ratio = predicted / measured time = measured / predicted speed
         if not (res["runtime"] == rt).any():
-            x = (x - np.median(x)) * HF_EAGER_WIDEN + np.median(x)
+            widen = HF_EAGER_WIDEN
+        if widen != 1.0:
+            x = (x - np.median(x)) * widen + np.median(x)
         lo, hi = _quantiles(x, pool["source"].to_numpy())
         if also is not None:
             lo2, hi2 = _quantiles(np.log(also["ratio"].to_numpy()), also["source"].to_numpy())
@@ -393,7 +409,10 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
             out[key + MULTI_GPU_SUFFIX] = (min(lo, out[key][0]), max(hi, out[key][1]), int(len(multi)))
     text = ("leave-one-source-out residuals: " + " and ".join(
         {"class": f"the engine's own rows on {cls}", "own": "the engine's own rows (every hardware class)",
-         "extrapolated": "rows predicted without their engine's data (extrapolation range)"}[k] for k in sorted(srcs)))
+         "extrapolated": "rows predicted without their engine's data (extrapolation range)",
+         "new": (f"every engine's rows predicted by its own fit from its other sources, widened x{EXTRAPOLATION_WIDEN} "
+                 "(this engine's own rows were predicted from its family: one source, or too few rows to fit on "
+                 "without it)")}[k] for k in sorted(srcs)))
     if thin:
         text += (f"; where {cls} has fewer than {MIN_INTERVAL_ROWS} of the engine's rows in a regime, the wider of "
                  "the engine's rows elsewhere and the extrapolation range")

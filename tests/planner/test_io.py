@@ -52,6 +52,12 @@ def test_out_into_a_missing_folder_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "does not exist" in err
     assert not (tmp_path / "no").exists()  # no folder tree created
+    # checked before the work: a context past the model's maximum (a warning once the sweep ran) prints nothing
+    # before the error (fuzz seed 3030 found the warnings first, three stderr lines)
+    code = main(["sweep", "--models", "llama-2-7b", "--hardware", "a100-40gb-sxm", "--prompt", "131072",
+                 "--out", str(target)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: cannot write") and "warning" not in err
 
 
 @pytest.mark.parametrize("ext", ["md", "json", "csv", None])
