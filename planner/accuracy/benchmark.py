@@ -372,9 +372,10 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
     out, srcs, thin = {}, set(), False
     for key in ("decode", "prefill", "throughput"):
         mine = ok[(ok["runtime"] == rt) & (keys == key)]
-        own = mine[mine["level"].isin(OWN_FIT_LEVELS)] if "level" in mine else mine  # its own fit's LOSO rows
+        own = mine[mine["level"].isin(OWN_FIT_LEVELS)]  # the rows its own fit predicted from its other sources
         own_cls = own[own["hw_class"] == cls] if cls is not None and "hw_class" in own else own.iloc[:0]
         extrapolated = ok[(ok["level"] != "engine") & (keys == key)]
+        engine_fits = ok[(ok["level"] == "engine") & (keys == key)]  # every engine's own fit on a held-out source
         also = None  # a second pool whose range the first's is widened to (a thin class)
         widen = 1.0
         if len(own_cls) >= MIN_INTERVAL_ROWS:
@@ -383,9 +384,8 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
             pool, srcs = own, srcs | {"own"}
             if cls is not None and len(extrapolated) >= 3:
                 also, srcs, thin = extrapolated, srcs | {"extrapolated"}, True
-        elif len(mine) >= MIN_INTERVAL_ROWS and ((ok["level"] == "engine") & (keys == key)).sum() >= 3:
-            # one source (docstring): an engine's own fit on a new source of it
-            pool, widen, srcs = ok[(ok["level"] == "engine") & (keys == key)], EXTRAPOLATION_WIDEN, srcs | {"new"}
+        elif len(mine) >= MIN_INTERVAL_ROWS and len(engine_fits) >= 3:  # one source (docstring)
+            pool, widen, srcs = engine_fits, EXTRAPOLATION_WIDEN, srcs | {"new"}
             if cls is not None and (mine["hw_class"] == cls).sum() < MIN_INTERVAL_ROWS and len(extrapolated) >= 3:
                 also, srcs, thin = extrapolated, srcs | {"extrapolated"}, True
         else:

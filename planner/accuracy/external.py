@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import PlannerError
-from ..io import atomic_write_text
 import numpy as np
 import pandas as pd
+
+from ..errors import PlannerError
+from ..io import atomic_write_text
 
 REQUIRED = ("source_id", "hardware", "framework", "model", "weight_format", "kv_dtype", "batch", "input_len",
             "output_len", "metric", "value")

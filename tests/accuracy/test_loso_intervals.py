@@ -99,8 +99,9 @@ def test_a_one_source_engine_takes_an_engine_fits_new_source_range():
     """An engine with 12 decode rows from one source, each predicted in LOSO by its family (level `family`, ratio
     0.7): those residuals are the family's error, not that of its profile (fitted on the same 12 rows). Its range is
     the p10-p90 of the rows other engines' own fits predicted for held-out sources (level `engine`: ratios 0.9-1.1
-    over two sources), widened x1.3 in log space around their median: 0.872-1.132 (their own p10-p90 is 0.90-1.10),
-    never 0.7-0.7."""
+    over two sources), widened x1.3 in log space around their median. By hand: their source-weighted p10 / p90 are
+    0.90 / 1.10, the median of the logs c = (ln 0.98 + ln 1.02) / 2 = -0.0002, so p10 = exp(c + 1.3 (ln 0.90 - c)) =
+    0.872 and p90 = exp(c + 1.3 (ln 1.10 - c)) = 1.132; never 0.7-0.7."""
     from planner.accuracy.benchmark import EXTRAPOLATION_WIDEN, profile_intervals
 
     one = pd.DataFrame({"source": "X", "runtime": "exllamav2", "hw_class": "nvidia-gpu", "regime": "decode_b1",
@@ -115,6 +116,7 @@ def test_a_one_source_engine_takes_an_engine_fits_new_source_range():
     c = np.median(x)
     assert lo == pytest.approx(np.exp(c + (q10 - c) * EXTRAPOLATION_WIDEN))
     assert hi == pytest.approx(np.exp(c + (q90 - c) * EXTRAPOLATION_WIDEN))
+    assert lo == pytest.approx(0.872, abs=5e-4) and hi == pytest.approx(1.132, abs=5e-4)
     assert lo < 1.0 < hi and n == 12
     # an engine whose own fit did predict 12 of its rows from its other sources keeps them as its range
     one["level"] = "engine"
