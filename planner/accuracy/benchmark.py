@@ -347,6 +347,11 @@ def production_fits(df, d: Design) -> dict:
     return out
 
 
+def _spread(pool) -> bool:
+    """Whether LOSO residuals show a spread: >= MIN_INTERVAL_ROWS rows of >= MIN_INTERVAL_SOURCES sources."""
+    return len(pool) >= MIN_INTERVAL_ROWS and pool["source"].nunique() >= MIN_INTERVAL_SOURCES
+
+
 def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
     """{interval key: (p10, p90, n)} of measured/predicted speed for engine rt from the LOSO residuals: the engine's
     own rows on hardware class cls where a key has >= MIN_INTERVAL_ROWS of them (vLLM on NVIDIA is not vLLM-ROCm
@@ -363,6 +368,10 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
     engine's error on its other classes or that of any prediction made without the class's data, so its range is
     [min p10, max p90] of the two pools. (vLLM on NVIDIA has no batch-1 decode row: its decode range was the
     vLLM-ROCm 0.6.3 MI300X rows' 0.18-0.79 alone, a range that excluded its own estimate.)
+    A pool must hold rows of at least MIN_INTERVAL_SOURCES sources (_spread): one source's LOSO residuals are that
+    source's offset from the others, which the profile fitted on it has absorbed, not a spread around the profile
+    (vLLM-ROCm's AMD prefill range was the 20 dstack 0.6.3 rows' 0.20-0.65 alone: an fp16 MI300X TTFT of 8.7 s came
+    with a range of 13.5-43.6 s); such a class is extrapolated like a thin one.
     '<key>_multi_gpu' (runtimes.MULTI_GPU_SUFFIX): the same from the rows of tensor-parallel groups, kept only
     where they are >= MIN_INTERVAL_ROWS, as [min p10, max p90] of the two (as loso_intervals)."""
     from ..runtimes import MULTI_GPU_SUFFIX
@@ -378,9 +387,9 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
         engine_fits = ok[(ok["level"] == "engine") & (keys == key)]  # every engine's own fit on a held-out source
         also = None  # a second pool whose range the first's is widened to (a thin class)
         widen = 1.0
-        if len(own_cls) >= MIN_INTERVAL_ROWS:
+        if _spread(own_cls):
             pool, srcs = own_cls, srcs | {"class"}
-        elif len(own) >= MIN_INTERVAL_ROWS:
+        elif _spread(own):
             pool, srcs = own, srcs | {"own"}
             if cls is not None and len(extrapolated) >= 3:
                 also, srcs, thin = extrapolated, srcs | {"extrapolated"}, True
