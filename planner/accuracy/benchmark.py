@@ -371,7 +371,12 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
     A pool must hold rows of at least MIN_INTERVAL_SOURCES sources (_spread): one source's LOSO residuals are that
     source's offset from the others, which the profile fitted on it has absorbed, not a spread around the profile
     (vLLM-ROCm's AMD prefill range was the 20 dstack 0.6.3 rows' 0.20-0.65 alone: an fp16 MI300X TTFT of 8.7 s came
-    with a range of 13.5-43.6 s); such a class is extrapolated like a thin one.
+    with a range of 13.5-43.6 s); such a class is extrapolated like a thin one. A pool of fewer than
+    OFFSET_SOURCES sources (two) shows two offsets, not their spread: its range is its rows' shape around each
+    offset (median per source) of the engine's own held-out sources in that key on every class, or of every
+    engine's where the engine has fewer than OFFSET_SOURCES there (_offset_shape, as loso_intervals). With the
+    2025-07 vLLM-ROCm dev-docker source held out, its AMD range from the 2025-01 one and dstack's 0.6.3 (both
+    slower than the fit) had been 0.38-1.00: 22% of its rows, which ran 1.09x faster, inside.
     '<key>_multi_gpu' (runtimes.MULTI_GPU_SUFFIX): the same from the rows of tensor-parallel groups, kept only
     where they are >= MIN_INTERVAL_ROWS, as [min p10, max p90] of the two (as loso_intervals)."""
     from ..runtimes import MULTI_GPU_SUFFIX
@@ -407,7 +412,14 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
             widen = HF_EAGER_WIDEN
         if widen != 1.0:
             x = (x - np.median(x)) * widen + np.median(x)
-        lo, hi = _quantiles(x, pool["source"].to_numpy())
+        offsets = own if own["source"].nunique() >= OFFSET_SOURCES else engine_fits
+        if (pool is own_cls or pool is own) and pool["source"].nunique() < OFFSET_SOURCES <= offsets["source"].nunique():
+            xs, ws = _offset_shape(x, pool["source"].to_numpy(), np.log(offsets["ratio"].to_numpy()),
+                                   offsets["source"].to_numpy())  # two sources: their shape, others' offsets
+            lo, hi = (float(np.exp(q)) for q in weighted_quantiles(xs, ws, [0.10, 0.90]))
+            srcs = srcs | {"offsets"}
+        else:
+            lo, hi = _quantiles(x, pool["source"].to_numpy())
         if also is not None:
             lo2, hi2 = _quantiles(np.log(also["ratio"].to_numpy()), also["source"].to_numpy())
             lo, hi = min(lo, lo2), max(hi, hi2)
@@ -419,15 +431,47 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
     text = ("leave-one-source-out residuals: " + " and ".join(
         {"class": f"the engine's own rows on {cls}", "own": "the engine's own rows (every hardware class)",
          "extrapolated": "rows predicted without their engine's data (extrapolation range)",
+         "offsets": ("where they are of two sources, those rows' shape around the offsets of the engine's (or, "
+                     "fewer than three, every engine's) held-out sources"),
          "new": (f"every engine's rows predicted by its own fit from its other sources, widened x{EXTRAPOLATION_WIDEN} "
                  "(this engine's own rows were predicted from its family: one source, or too few rows to fit on "
-                 "without it)")}[k] for k in sorted(srcs)))
+                 "without it)")}[k] for k in ("class", "own", "new", "extrapolated", "offsets") if k in srcs))
     if thin:
         text += (f"; where {cls} has fewer than {MIN_INTERVAL_ROWS} of the engine's rows in a regime, the wider of "
                  "the engine's rows elsewhere and the extrapolation range")
     if not (res["runtime"] == rt).any():
         text += f"; no measurement of this engine: widened x{HF_EAGER_WIDEN} in log space"
     return out, text
+
+
+def profile_range_loso(res) -> tuple[np.ndarray, np.ndarray]:
+    """(p10, p90) of predicted / measured time per row: the range `planner estimate` would show for it (its
+    engine's profile_intervals on its hardware class: the row's interval key, the key's '_multi_gpu' one for a
+    tensor-parallel row, 'decode' <-> 'throughput' where the key is missing, as runtimes.interval_regime; without
+    the MoE / architecture-trait widening), drawn from the LOSO residuals of every *other* source: whether the
+    ranges users see hold on a source they were not drawn from. NaN for an anomalous row or where no range exists."""
+    from ..runtimes import MULTI_GPU_SUFFIX
+
+    n = len(res)
+    lo, hi = np.full(n, np.nan), np.full(n, np.nan)
+    key = interval_keys(res)
+    ok = (res["anomalous"] == "").to_numpy()
+    pos = {ix: i for i, ix in enumerate(res.index)}
+    for src in res.loc[ok, "source"].unique():
+        rest = res[res["source"] != src]
+        rows = res[ok & (res["source"] == src).to_numpy()]
+        for (rt, cls), g in rows.groupby(["runtime", "hw_class"]):
+            ivs, _ = profile_intervals(rest, rt, cls)
+            for ix, tp in zip(g.index, g["tp"]):
+                k = key[pos[ix]]
+                order = (k,) if k == "prefill" else (k, "throughput" if k == "decode" else "decode")
+                k = next((o for o in order if o in ivs), None)
+                if k is None:
+                    continue
+                if tp > 1 and k + MULTI_GPU_SUFFIX in ivs:
+                    k += MULTI_GPU_SUFFIX
+                lo[pos[ix]], hi[pos[ix]] = ivs[k][0], ivs[k][1]
+    return lo, hi
 
 
 def build_profiles(df, d: Design, res, today: str | None = None) -> dict:
@@ -569,6 +613,10 @@ def evaluate(df, d: Design, profiles: dict | None = None):
     res["low"] = np.where(is_time, pr / hi, pr * lo)
     res["high"] = np.where(is_time, pr / lo, pr * hi)
     res["covered"] = (ratio >= lo) & (ratio <= hi)
+    plo, phi = profile_range_loso(res)
+    res["profile_low"] = np.where(is_time, pr / phi, pr * plo)
+    res["profile_high"] = np.where(is_time, pr / plo, pr * phi)
+    res["profile_covered"] = (ratio >= plo) & (ratio <= phi)  # False where NaN (an anomalous row)
     res["ratio_default"] = methods["default"] / d.measured_time_s
     res["pred_runtime"], res["err_runtime_pct"] = res["pred_loso"], res["err_loso_pct"]
     res["split"] = "LOSO (" + res["level"] + ")"
@@ -642,6 +690,8 @@ def regime_figures(res, method: str = "loso") -> list[dict]:
         rec = {"regime": reg, "rows": int(len(g)), "median": float(np.median(x)), "p90": float(np.quantile(x, 0.9))}
         if method == "loso":
             rec["coverage"] = float(g["covered"].mean() * 100)
+            if "profile_covered" in g:
+                rec["profile_coverage"] = float(g["profile_covered"].mean() * 100)
         out.append(rec)
     return out
 
@@ -680,6 +730,8 @@ def summary(res, by: list[str], methods=("loso", "datasheet", "today")):
                 rec[f"{m} p90 %"] = float(np.quantile(g[col], 0.9))
         if "covered" in g and "loso" in methods:
             rec["coverage %"] = float(g["covered"].mean() * 100)
+        if "profile_covered" in g and "loso" in methods:
+            rec["estimate-range coverage %"] = float(g["profile_covered"].mean() * 100)
         rows.append(rec)
     return pd.DataFrame(rows)
 
@@ -714,8 +766,8 @@ def run(out_dir: str | Path = "reports", fit: bool = False, write: bool = True, 
         from ..io import atomic_write_text
         cols = ["file", "row", "source", "hardware_label", "hardware", "hw_class", "model", "weights", "kv_dtype",
                 "runtime", "metric", "kind", "regime", "batch", "prompt", "output", "tp", "measured", "pred_loso",
-                "low", "high", "covered", "err_loso_pct", "level", "pred_fitted", "err_fitted_pct",
-                "pred_datasheet", "err_datasheet_pct", "pred_today", "err_today_pct", "anomalous", "ratio_default"]
+                "low", "high", "covered", "profile_low", "profile_high", "profile_covered", "err_loso_pct", "level",
+                "pred_fitted", "err_fitted_pct", "pred_datasheet", "err_datasheet_pct", "pred_today", "err_today_pct", "anomalous", "ratio_default"]
         atomic_write_text(out / "accuracy_rows.csv", res[cols].to_csv(index=False, float_format="%.6g"))
         files.append(str(out / "accuracy_rows.csv"))
         if png:
@@ -749,6 +801,7 @@ def committed_results(path=REPORT_ROWS):
     res = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"anomalous": str})
     res["anomalous"] = res["anomalous"].fillna("")
     res["covered"] = res["covered"].astype(str) == "True"
+    res["profile_covered"] = res["profile_covered"].astype(str) == "True"
     res["pred_runtime"], res["err_runtime_pct"] = res["pred_loso"], res["err_loso_pct"]
     res["split"] = "LOSO (" + res["level"].astype(str) + ")"
     return res, target_checks(res, "loso"), default_interval_coverage(res, default_intervals(res))

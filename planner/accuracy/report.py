@@ -79,6 +79,7 @@ def _regime_table(res) -> str:
         rows.append({"regime": f["regime"], "rows": f["rows"],
                      "LOSO median / p90 %": f"{f['median']:.1f} / {f['p90']:.1f}",
                      "coverage %": f"{f['coverage']:.0f}",
+                     "estimate-range coverage %": f"{f['profile_coverage']:.0f}" if "profile_coverage" in f else "",
                      "datasheet median / p90 %": f"{ds[f['regime']]['median']:.1f} / {ds[f['regime']]['p90']:.1f}",
                      "today median / p90 %": f"{td[f['regime']]['median']:.1f} / {td[f['regime']]['p90']:.1f}",
                      "new profiles in-sample median / p90 %": (f"{ft[f['regime']]['median']:.1f} / "
@@ -113,6 +114,13 @@ def render_markdown(res, unmapped, profiles, checks, command: str, def_iv: dict,
         "profiles of hardware_specs/runtimes/ on the rows they were fitted to (not a cross-validated figure). "
         f"Rows flagged anomalous by the data's caveats "
         f"({int((res['anomalous'] != '').sum())}) are excluded from the figures.",
+        "",
+        "*coverage*: share of rows whose measured value lies in the p10-p90 range drawn from the LOSO residuals of "
+        "the other sources in the row's regime (`benchmark.loso_intervals`; the `low`/`high` columns). "
+        "*estimate-range coverage*: the same for the range `planner estimate` shows, its engine profile's range on "
+        "the row's hardware class (`benchmark.profile_intervals`), drawn without the row's source "
+        "(`benchmark.profile_range_loso`; the `profile_low`/`profile_high` columns): whether the ranges users see "
+        "hold on a source they were not drawn from. *met* counts the first.",
         "",
         "## Per regime (LOSO), against the issue-11 targets",
         "",

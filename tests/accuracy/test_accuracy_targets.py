@@ -105,6 +105,18 @@ def test_reached_coverage_targets_hold(results):
         assert 70.0 <= figs[reg]["coverage"] <= 90.0, (reg, figs[reg])
 
 
+def test_the_ranges_estimate_shows_hold_on_sources_they_were_not_drawn_from(results):
+    """The range `planner estimate` shows (an engine profile's class range, benchmark.profile_intervals) drawn
+    without the row's source (benchmark.profile_range_loso) holds 70-97% of every regime's measured values
+    (session 31: decode_b1 80, decode_batched 80, prefill 86, e2e 96; e2e had been 63 while a two-source pool's
+    residuals stood for their spread: the 2025-07 vLLM-ROCm source, 1.09x faster than its fit, against a
+    0.38-1.00 range from the 2025-01 one and dstack's 0.6.3). The ceiling is above the 90% target: e2e rests on
+    two sources, which each fall in or out whole."""
+    figs = {f["regime"]: f for f in regime_figures(results, "loso")}
+    for reg in COVERED:
+        assert 70.0 <= figs[reg]["profile_coverage"] <= 97.0, (reg, figs[reg])
+
+
 def test_no_row_of_a_source_helps_predict_it(prepared):
     """Changing every measured value of one source leaves that source's LOSO predictions unchanged."""
     df, _, d = prepared
@@ -247,7 +259,9 @@ def test_committed_report_is_what_the_model_computes(results):
     res, checks, _ = committed_results()
     assert len(res) == len(results)
     assert list(zip(res["file"], res["row"])) == list(zip(results["file"], results["row"]))
-    for col in ("pred_loso", "low", "high", "ratio_default"):
-        assert np.allclose(res[col].to_numpy(float), results[col].to_numpy(float), rtol=1e-4, atol=0), col
-    assert (res["covered"].to_numpy() == results["covered"].to_numpy()).all()
+    for col in ("pred_loso", "low", "high", "profile_low", "profile_high", "ratio_default"):
+        assert np.allclose(res[col].to_numpy(float), results[col].to_numpy(float), rtol=1e-4, atol=0,
+                           equal_nan=True), col
+    for col in ("covered", "profile_covered"):
+        assert (res[col].to_numpy() == results[col].to_numpy()).all(), col
     assert [c["check"] for c in checks] == [c["check"] for c in target_checks(results, "loso")]

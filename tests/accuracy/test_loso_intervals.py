@@ -118,9 +118,9 @@ def test_a_one_source_engine_takes_an_engine_fits_new_source_range():
     assert hi == pytest.approx(np.exp(c + (q90 - c) * EXTRAPOLATION_WIDEN))
     assert lo == pytest.approx(0.872, abs=5e-4) and hi == pytest.approx(1.132, abs=5e-4)
     assert lo < 1.0 < hi and n == 12
-    # an engine whose own fit did predict 12 of its rows (of two sources) from its other sources keeps them
+    # an engine whose own fit did predict 12 of its rows (of three sources) from its other sources keeps them
     one["level"] = "engine"
-    one["source"] = ["X"] * 6 + ["Y"] * 6
+    one["source"] = ["X"] * 4 + ["Y"] * 4 + ["Z"] * 4
     assert profile_intervals(pd.concat([one, eng], ignore_index=True), "exllamav2", "nvidia-gpu")[0]["decode"] == (
         pytest.approx(0.7), pytest.approx(0.7), 12)
 
@@ -132,7 +132,7 @@ def test_a_class_measured_by_one_source_is_extrapolated_like_a_thin_one():
     fitted on A has absorbed: the AMD range is not 0.5-0.5 (a range excluding its own estimate) but [min p10, max
     p90] of the engine's rows on every class and the extrapolation range. By hand: A holds 12/sqrt(12) = 3.46 of
     the 3.46 + 2 x 6/sqrt(6) = 8.36 source weight of the engine's rows, over 10%, so p10 = 0.5; the p90 is the
-    extrapolation range's, between 1.1 and 1.25. With A's rows split over two sources the class keeps 0.5-0.5."""
+    extrapolation range's, between 1.1 and 1.25. With A's rows split over three sources the class keeps 0.5-0.5."""
     from planner.accuracy.benchmark import profile_intervals
 
     r = np.linspace(0.9, 1.1, 6)
@@ -146,9 +146,48 @@ def test_a_class_measured_by_one_source_is_extrapolated_like_a_thin_one():
     res = pd.concat([amd, nv, ext], ignore_index=True)
     lo, hi, n = profile_intervals(res, "vllm", "amd-gpu")[0]["prefill"]
     assert lo == pytest.approx(0.5) and 1.1 < hi <= 1.25 and n == 36
-    amd["source"] = ["A"] * 6 + ["A2"] * 6
+    amd["source"] = ["A"] * 4 + ["A2"] * 4 + ["A3"] * 4
     res = pd.concat([amd, nv, ext], ignore_index=True)
     assert profile_intervals(res, "vllm", "amd-gpu")[0]["prefill"] == (pytest.approx(0.5), pytest.approx(0.5), 12)
+
+
+def test_a_two_source_class_range_is_their_shape_around_the_engines_offsets():
+    """vLLM on amd-gpu: 10 rows of source A at log-ratio 0.2 +- 0.1 and 10 of B at -0.3 (its own fit on held-out
+    sources, level `engine`), and on nvidia-gpu C, D, E (10 rows each at 0.0, 0.4, -0.6). Two sources' residuals
+    are two offsets, not their spread, so the AMD range is A's and B's rows centred on their own medians (shape
+    -0.1..0.1 and 0) around each offset of the engine's five sources (A 0.2, B -0.3, C 0, D 0.4, E -0.6), each
+    offset weighing sqrt(10). By hand: the lowest cluster (E, -0.6 +- 0.1) holds 1/5 of the weight, so p10 lies in
+    [-0.7, -0.5]; the highest (D, 0.4 +- 0.1) holds p90, in [0.3, 0.5]. A's and B's residuals alone gave
+    about -0.3 to 0.2."""
+    from planner.accuracy.benchmark import profile_intervals
+
+    shape = np.linspace(-0.1, 0.1, 10)
+    lr = np.r_[0.2 + shape, np.full(10, -0.3), np.zeros(10), np.full(10, 0.4), np.full(10, -0.6)]
+    src = ["A"] * 10 + ["B"] * 10 + ["C"] * 10 + ["D"] * 10 + ["E"] * 10
+    res = pd.DataFrame({"source": src, "runtime": "vllm", "hw_class": ["amd-gpu"] * 20 + ["nvidia-gpu"] * 30,
+                        "regime": "prefill", "tp": 1, "anomalous": "", "level": "engine", "ratio": np.exp(lr)})
+    lo, hi, n = profile_intervals(res, "vllm", "amd-gpu")[0]["prefill"]
+    assert -0.7 <= np.log(lo) <= -0.5 and 0.3 <= np.log(hi) <= 0.5 and n == 20
+    centred = np.r_[shape, np.zeros(10)]
+    x = np.concatenate([o + centred for o in (0.2, -0.3, 0.0, 0.4, -0.6)])
+    q10, q90 = weighted_quantiles(x, np.full(len(x), 1.0), [0.1, 0.9])
+    assert np.log(lo) == pytest.approx(q10, abs=1e-12) and np.log(hi) == pytest.approx(q90, abs=1e-12)
+
+
+def test_the_estimate_range_of_a_row_is_drawn_without_its_source():
+    """profile_range_loso: llama.cpp rows of sources A, B, C on nvidia-gpu at ratios 0.8, 1.0, 1.25 (20 rows
+    each, level `engine`). A row of A takes the range of B's and C's rows: two sources, so their shape (none: each
+    is constant) around the offsets of the engine's other held-out sources in the key, which are B and C again:
+    p10 1.0, p90 1.25, and A's 0.8 is outside. A row of B takes A's and C's: 0.8-1.25, and B's 1.0 is inside."""
+    from planner.accuracy.benchmark import profile_range_loso
+
+    res = pd.DataFrame({"source": ["A"] * 20 + ["B"] * 20 + ["C"] * 20, "runtime": "llamacpp",
+                        "hw_class": "nvidia-gpu", "regime": "decode_b1", "kind": "decode_rate", "tp": 1,
+                        "anomalous": "", "level": "engine", "ratio": np.repeat([0.8, 1.0, 1.25], 20)})
+    lo, hi = profile_range_loso(res)
+    assert lo[0] == pytest.approx(1.0) and hi[0] == pytest.approx(1.25)
+    assert lo[20] == pytest.approx(0.8) and hi[20] == pytest.approx(1.25)
+    assert lo[40] == pytest.approx(0.8) and hi[40] == pytest.approx(1.0)
 
 
 def test_committed_profile_ranges_hold_on_their_own_rows():
