@@ -126,6 +126,14 @@ def headline(e: Estimate) -> dict:
     }
 
 
+def estimate_range_coverage(res) -> dict:
+    """{regime: % of its held-out rows inside the range `planner estimate` shows for them} (the engine profile's
+    class range drawn without the row's source: benchmark.profile_range_loso), where the results carry it."""
+    from .accuracy.benchmark import regime_figures
+
+    return {f["regime"]: f["profile_coverage"] for f in regime_figures(res) if "profile_coverage" in f}
+
+
 def accuracy_results():
     """The published-measurement benchmark for the app's Accuracy section: per-row results, the held-out target
     checks and the default-range coverage, read from the committed report of `planner accuracy`

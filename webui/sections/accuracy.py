@@ -56,6 +56,11 @@ def render(ctx: Context) -> None:
                                                 height=400))
     show_table(pd.DataFrame(checks).rename(columns={"check": "check", "value": "held-out %", "limit": "limit",
                                                     "ok": "met", "rows": "rows"}))
+    cov = ud.estimate_range_coverage(res)
+    if cov:
+        st.caption("The p10–p90 range an estimate shows (its engine profile's, drawn without the row's source) "
+                   "holds the measured value in " + ", ".join(f"{v:.0f}% of {k}" for k, v in cov.items())
+                   + " rows.")
     st.caption(f"Estimates that name no runtime use the kind-default efficiencies; their p10–p90 range covers "
                f"{default_cov:.0f}% of the held-out rows.")
     own_measurements()
