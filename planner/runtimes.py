@@ -208,6 +208,15 @@ def widen(iv: Interval, factor: float) -> Interval:
     return Interval(p10=c * (iv.p10 / c) ** factor, p90=c * (iv.p90 / c) ** factor, rows=iv.rows)
 
 
+INTERVAL_ORDER = {"prefill": ("prefill",), "decode": ("decode", "throughput"), "throughput": ("throughput", "decode")}
+
+
+def interval_key(available, want: str) -> str | None:
+    """The interval key a figure of key `want` takes from a profile class that has `available` keys: itself, and
+    'decode' <-> 'throughput' for each other where one is missing (prefill has no stand-in)."""
+    return next((k for k in INTERVAL_ORDER[want] if k in available), None)
+
+
 def interval_regime(profile_class: RuntimeClass, stage: str, batch: int, moe: bool = False,
                     multi_gpu: bool = False, traits: tuple[str, ...] = ()) -> Interval | None:
     """The interval for a headline figure: prefill figures use 'prefill'; decode and end-to-end figures use
@@ -218,8 +227,7 @@ def interval_regime(profile_class: RuntimeClass, stage: str, batch: int, moe: bo
     the fit had no such row, and for a model with an architecture trait (ModelArch.traits: sliding-window, SSM,
     linear attention, MLA, ...) that none of the fitted models has (extrapolating outside the fit)."""
     iv = profile_class.intervals
-    order = ("prefill",) if stage == "prefill" else ("decode", "throughput") if batch == 1 else ("throughput", "decode")
-    key = next((r for r in order if r in iv), None)
+    key = interval_key(iv, "prefill" if stage == "prefill" else "decode" if batch == 1 else "throughput")
     if key is None:
         return None
     out = iv[key]

@@ -413,7 +413,8 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
         if widen != 1.0:
             x = (x - np.median(x)) * widen + np.median(x)
         offsets = own if own["source"].nunique() >= OFFSET_SOURCES else engine_fits
-        if (pool is own_cls or pool is own) and pool["source"].nunique() < OFFSET_SOURCES <= offsets["source"].nunique():
+        few = pool["source"].nunique() < OFFSET_SOURCES <= offsets["source"].nunique()
+        if few and (pool is own_cls or pool is own):
             xs, ws = _offset_shape(x, pool["source"].to_numpy(), np.log(offsets["ratio"].to_numpy()),
                                    offsets["source"].to_numpy())  # two sources: their shape, others' offsets
             lo, hi = (float(np.exp(q)) for q in weighted_quantiles(xs, ws, [0.10, 0.90]))
@@ -446,11 +447,11 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
 
 def profile_range_loso(res) -> tuple[np.ndarray, np.ndarray]:
     """(p10, p90) of predicted / measured time per row: the range `planner estimate` would show for it (its
-    engine's profile_intervals on its hardware class: the row's interval key, the key's '_multi_gpu' one for a
-    tensor-parallel row, 'decode' <-> 'throughput' where the key is missing, as runtimes.interval_regime; without
+    engine's profile_intervals on its hardware class: the row's interval key (runtimes.interval_key, as
+    runtimes.interval_regime picks it), the key's '_multi_gpu' one for a tensor-parallel row; without
     the MoE / architecture-trait widening), drawn from the LOSO residuals of every *other* source: whether the
     ranges users see hold on a source they were not drawn from. NaN for an anomalous row or where no range exists."""
-    from ..runtimes import MULTI_GPU_SUFFIX
+    from ..runtimes import MULTI_GPU_SUFFIX, interval_key
 
     n = len(res)
     lo, hi = np.full(n, np.nan), np.full(n, np.nan)
@@ -463,9 +464,7 @@ def profile_range_loso(res) -> tuple[np.ndarray, np.ndarray]:
         for (rt, cls), g in rows.groupby(["runtime", "hw_class"]):
             ivs, _ = profile_intervals(rest, rt, cls)
             for ix, tp in zip(g.index, g["tp"]):
-                k = key[pos[ix]]
-                order = (k,) if k == "prefill" else (k, "throughput" if k == "decode" else "decode")
-                k = next((o for o in order if o in ivs), None)
+                k = interval_key(ivs, key[pos[ix]])
                 if k is None:
                     continue
                 if tp > 1 and k + MULTI_GPU_SUFFIX in ivs:
@@ -767,7 +766,8 @@ def run(out_dir: str | Path = "reports", fit: bool = False, write: bool = True, 
         cols = ["file", "row", "source", "hardware_label", "hardware", "hw_class", "model", "weights", "kv_dtype",
                 "runtime", "metric", "kind", "regime", "batch", "prompt", "output", "tp", "measured", "pred_loso",
                 "low", "high", "covered", "profile_low", "profile_high", "profile_covered", "err_loso_pct", "level",
-                "pred_fitted", "err_fitted_pct", "pred_datasheet", "err_datasheet_pct", "pred_today", "err_today_pct", "anomalous", "ratio_default"]
+                "pred_fitted", "err_fitted_pct", "pred_datasheet", "err_datasheet_pct", "pred_today", "err_today_pct",
+                "anomalous", "ratio_default"]
         atomic_write_text(out / "accuracy_rows.csv", res[cols].to_csv(index=False, float_format="%.6g"))
         files.append(str(out / "accuracy_rows.csv"))
         if png:
