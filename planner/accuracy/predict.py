@@ -108,11 +108,15 @@ def closed_loop_waits(clients: int, slots: int, rounds: int) -> tuple[float, flo
 
 def kv_concurrency(r: dict) -> int:
     """Sequences an engine with a bounded KV pool runs at once (serving_rows.py, KV capacity): min(B, floor(pool
-    tokens / (P + O/2))), pool tokens = min(cache_tokens, (mem_gib x 2^30 - weight bytes per GPU) / KV bytes per
-    token per GPU); K/V heads split over min(TP, KV heads) GPUs. B where the row records no pool."""
-    B, mem = int(r["batch"]), r.get("mem_gib")
-    if not mem or math.isnan(mem):  # no pool recorded (absent, 0 or NaN)
+    tokens / (P + O/2))), pool tokens = cache_tokens (a pool the engine logged, serving_rows.logged_pool), or
+    min(cache_tokens, (mem_gib x 2^30 - weight bytes per GPU) / KV bytes per token per GPU) where the row records
+    the memory the run took (LMDeploy); K/V heads split over min(TP, KV heads) GPUs. B where the row records no
+    pool."""
+    B, mem, cache = int(r["batch"]), r.get("mem_gib"), r.get("cache_tokens")
+    if not cache or math.isnan(cache):  # no pool recorded (absent, 0 or NaN)
         return B
+    if not mem or math.isnan(mem):  # the engine's own count of its pool
+        return max(1, min(B, int(float(cache) // (r["prompt"] + r["output"] / 2))))
     from ..memory import kv_seq_bytes
     from ..ops import weight_bytes
     from ..serving.parallelism import kv_split
@@ -156,7 +160,9 @@ def steps_of_row(r: dict) -> tuple[list[tuple], float]:
         return [("prefill", B, P, 0, share)], 0.0
     if kind == "tpot":
         steps = [("decode", B, 1, P + O // 2, 1.0)]
-        if r.get("ttft_mode") == "queue" and O > 1:
+        # a median inter-token latency (itl_ms) is one decode step: the few steps a wave's prefills stall fall
+        # outside the median; a mean TPOT carries them
+        if r.get("ttft_mode") == "queue" and O > 1 and r.get("metric") != "itl_ms":
             after = 1.0 - queue_first_token_share(B, P)
             if after > 1e-12:
                 steps.append(("prefill", B, P, 0, after / (O - 1)))

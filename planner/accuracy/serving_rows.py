@@ -22,9 +22,10 @@ Metrics (the value is converted to ms for latencies, tok/s for rates; `kind` say
                              single  steady serving at a concurrency limit (vllm bench serve --max-concurrency): a new
                                      request's prompt is prefilled alone (the others only decode): t(prefill 1 x P).
   tpot_ms / tpot_s / itl_ms  kind tpot: one decode step of the batch B at the mean context P + O/2. In `queue` runs the
-                             prefills that run after a request's first token stall it: + t(prefill N x P) x (1 -
-                             mean_i(s_i) / k) / (O - 1) (vLLM 0.6 and TGI schedule waiting prefills before decodes);
-                             nothing for a lone request.
+                             prefills that run after a request's first token stall a mean TPOT: + t(prefill N x P) x
+                             (1 - mean_i(s_i) / k) / (O - 1) (vLLM 0.6 and TGI schedule waiting prefills before
+                             decodes); nothing for a lone request, nor for a median ITL (itl_ms), which is one
+                             decode step (the few stalled steps fall outside the median).
   e2e_latency_ms             kind e2e: one static batch, prefill of B x P then O - 1 decode steps (benchmark_latency.py).
   throughput_tok_s           kind throughput: output tokens / time of one static batch (prefill of B x P then O - 1
                              decode steps), B x O tokens. A server at a concurrency limit B in steady state does the
@@ -121,7 +122,7 @@ MODEL_PATTERNS = (  # (regex on the source's model label, catalog id)
     (r"^Llama-3\.1-8B", "llama-3.1-8b"), (r"^Llama-2-70B", "llama-2-70b"), (r"^Llama-2-13B", "llama-2-13b"),
     (r"^Llama-2-7B", "llama-2-7b"), (r"^LLaMA-7B$", "llama-2-7b"), (r"^LLaMA-13B$", "llama-2-13b"),
     (r"^gpt-oss-20b", "gpt-oss-20b"), (r"^gpt-oss-120b", "gpt-oss-120b"), (r"^InternLM-20B", "internlm-20b"),
-    (r"^DeepSeek-V3", "deepseek-v3"), (r"^LLaMA-33B", "llama-33b"), (r"^OpenLLaMA-3B", "openllama-3b"),
+    (r"^DeepSeek-V3", "deepseek-v3"), (r"^DeepSeek-R1", "deepseek-r1"), (r"^LLaMA-33B", "llama-33b"), (r"^OpenLLaMA-3B", "openllama-3b"),
     (r"^CodeLlama-34B", "codellama-34b"), (r"^TinyLlama-1\.1B", "tinyllama-1.1b"),
     (r"^NVIDIA-Nemotron-3-Super", "nemotron-3-super-120b"), (r"^Meta-Llama-3-70B", "llama-3-70b"),
     (r"^Mixtral-8x7B", "mixtral-8x7b"),
@@ -150,6 +151,10 @@ TTFT_MODES = {  # source -> how first tokens were produced (module docstring)
     "vllm_blog_intel_arc_pro_b60_2025-11": "queue",  # fixed lengths, --request-rate inf, --ignore-eos: waves
     "vllm_blog_dgx_spark_2026-06": "single",
     "exllamav2_readme_2023-09": "single",
+    # fixed lengths (random dataset, range ratio 1 / exact lengths), --ignore-eos, closed loop at a concurrency limit:
+    # the N requests start, prefill and finish together, so the runs are waves as the H200 dashboard run's
+    "dstack_deepseek_r1_mi300x_vs_h200_2025-03": "queue",
+    "silybench_qwen3_8b_h100sxm_vllm0.30_2026-09": "queue",
 }
 
 
@@ -232,6 +237,21 @@ def offline_running(runtime: str, model: str, weights: str, kv: str, hardware: s
     return max(1, n)
 
 
+def logged_pool(notes, clients: int) -> dict:
+    """KV capacity of a closed-loop bench-serve run whose engine logged its pool (`kv_cache_tokens=N` in the row's
+    notes: vLLM's start-up "GPU KV cache size: N tokens") and that sent `num_prompts=M` requests from `clients`
+    users: {"cache_tokens": N, "rounds": M / clients} (predict.kv_concurrency runs min(clients, N // (P + O/2)) at
+    once; the other users wait, predict.closed_loop_waits). {} where the notes state no pool. silybench's Qwen3-8B
+    bf16 on an H100: 377,024 tokens, so 8,192 + 512-token requests from 64 users run 44 at a time (planner.memory's
+    vLLM pool for the same settings: 24,565 blocks of 16 = 393,040 tokens, +4.2%)."""
+    pool = re.search(r"kv_cache_tokens=(\d+)", str(notes))
+    sent = re.search(r"num_prompts=(\d+)", str(notes))
+    if not pool:
+        return {}
+    return {"cache_tokens": float(pool.group(1)),
+            "rounds": max(1, round(int(sent.group(1)) / clients)) if sent else 1}
+
+
 def _run_key(r: dict) -> tuple:
     return (r["source_id"], r["hardware_detail"], r["model"], r["batch"])
 
@@ -258,6 +278,9 @@ def map_serving_row(r: dict, hw_known: set, models_known: set,
     if "EP" in str(r["hardware_detail"]) and "nodes" in str(r["hardware_detail"]):
         return None, ("multi-node expert parallelism with DP attention and PD disaggregation: not a single "
                       "tensor-parallel group (planner/serving/expert_parallel.py is not part of this benchmark)")
+    if "dp-attention" in str(r["hardware_detail"]):
+        return None, ("data-parallel attention (--enable-dp-attention): each rank runs attention for its own requests, "
+                      "not one tensor-parallel group (planner/serving/expert_parallel.py is not part of this benchmark)")
     if metric not in METRICS:
         return None, f"metric {metric} ({r['unit']}) is not modelled"
     steady = None
@@ -308,7 +331,7 @@ def map_serving_row(r: dict, hw_known: set, models_known: set,
     mem = re.search(r"mem\(GB\) ([0-9.]+)", str(r["notes"])) if src in CAPACITY_SOURCES else None
     capacity = ({"mem_gib": float(mem.group(1)), "rounds": ROUNDS_LMDEPLOY,
                  "cache_tokens": LMDEPLOY_CACHE_BLOCKS[model] * LMDEPLOY_BLOCK_TOKENS}
-                if mem and model in LMDEPLOY_CACHE_BLOCKS else {})
+                if mem and model in LMDEPLOY_CACHE_BLOCKS else logged_pool(r["notes"], B))
     return {
         **capacity,
         "source": src, "hardware_label": r["hardware"], "hardware": hw, "model": model, "weights": wf,

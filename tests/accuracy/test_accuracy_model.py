@@ -35,7 +35,7 @@ def test_every_published_row_is_mapped_or_listed_with_a_reason():
     raw = pd.read_csv(DATA_PATH)
     serving = pd.read_csv(SERVING_PATH)
     mapped, unmapped = load_rows()
-    assert len(mapped) + len(unmapped) == len(raw) + len(serving) == 955 + 559  # +211 public, +32 +9 serving
+    assert len(mapped) + len(unmapped) == len(raw) + len(serving) == 955 + 607  # +211 public, +32 +9 +48 serving
     for name, n in (("measured_public.csv", len(raw)), ("measured_serving.csv", len(serving))):
         rows = set(mapped.loc[mapped["file"] == name, "row"]) | set(unmapped.loc[unmapped["file"] == name, "row"])
         assert rows == set(range(n))
@@ -145,6 +145,8 @@ def test_serving_metric_steps_follow_their_definitions():
     steps, _ = steps_of_row({**r, "kind": "tpot"})
     assert steps[0] == ("decode", 64, 1, 10050, 1.0)
     assert steps[1][4] == pytest.approx((1 - share) / 99)
+    # a median inter-token latency (itl_ms) of the same wave is one decode step: the stalled steps are a few of O - 1
+    assert steps_of_row({**r, "kind": "tpot", "metric": "itl_ms"})[0] == [("decode", 64, 1, 10050, 1.0)]
     lone = {"kind": "ttft", "batch": 1, "prompt": 128000, "output": 150, "ttft_mode": "queue"}
     assert steps_of_row(lone)[0] == [("prefill", 1, 128000, 0, 1.0)]
     assert steps_of_row({**lone, "kind": "tpot"})[0] == [("decode", 1, 1, 128075, 1.0)]
@@ -166,6 +168,9 @@ def test_fixed_length_bench_serve_runs_are_waves_of_simultaneous_prefills(prepar
     assert modes["vllm_perf_dashboard_h200_gptoss120b_2026-02"] == "queue"
     assert modes["vllm_blog_intel_arc_pro_b60_2025-11"] == "queue"
     assert modes["vllm_blog_fp8_kvcache_2026-04"] == "single"
+    # silybench: exact lengths (--ignore-eos), a closed loop of N users: waves too (its rows are median ITL and
+    # output tok/s, so the wave shows only in the throughput's prefill of N prompts per cycle)
+    assert modes["silybench_qwen3_8b_h100sxm_vllm0.30_2026-09"] == "queue"
     r = df[(df["source"] == "vllm_perf_dashboard_h200_gptoss120b_2026-02") & (df["kind"] == "ttft")].iloc[0]
     steps, work = steps_of_row(r.to_dict())
     assert work == 0 and steps == [("prefill", 64, 1024, 0, pytest.approx(9 / 16))]

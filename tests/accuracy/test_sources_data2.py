@@ -28,6 +28,7 @@ NEW = {  # source -> (file, rows, rows with TP > 1)
     "trtllm_blog_h200launch_v0.5.0": ("measured_public.csv", 7, 1),
     "trtllm_blog_falcon180b_h200_v0.7a": ("measured_public.csv", 3, 0),
     "rocm_vllm_devdocker_2025-07": ("measured_serving.csv", 32, 32),
+    "silybench_qwen3_8b_h100sxm_vllm0.30_2026-09": ("measured_serving.csv", 48, 0),
 }
 
 
@@ -62,6 +63,12 @@ def test_new_rows_map_to_the_expected_workloads(rows):
     rocm = mapped[mapped["source"] == "rocm_vllm_devdocker_2025-07"]
     assert set(rocm["runtime"]) == {"vllm"} and set(rocm["kind"]) == {"e2e"} and set(rocm["tp"]) == {8}
     assert set(rocm["ttft_mode"]) == {"batch"} and set(rocm["hardware"]) == {"mi300x"}
+    sily = mapped[mapped["source"] == "silybench_qwen3_8b_h100sxm_vllm0.30_2026-09"]
+    assert set(sily["runtime"]) == {"vllm"} and set(sily["hardware"]) == {"h100-sxm"}
+    assert set(sily["model"]) == {"qwen3-8b"} and set(sily["weights"]) == {"bf16", "fp8"}
+    assert set(sily["kv_dtype"]) == {"bf16"}  # not set: vLLM's default, the activation dtype
+    assert sily.groupby("kind").size().to_dict() == {"throughput": 24, "tpot": 24}
+    assert set(sily["batch"]) == {1, 16, 64} and set(sily["ttft_mode"]) == {"queue"}
 
 
 def _value(df, **kw):
@@ -91,3 +98,8 @@ def test_spot_checked_values_match_the_documents():
                   input_len=128) == 17.236
     assert _value(pub[pub["source_id"] == "trtllm_blog_h200launch_v0.5.0"], model="Llama-2-13B", batch=1024) == 11819
     assert _value(pub[pub["source_id"] == "trtllm_blog_falcon180b_h200_v0.7a"], batch=960) == 3803
+    sily = srv[srv["source_id"] == "silybench_qwen3_8b_h100sxm_vllm0.30_2026-09"]
+    assert _value(sily, weight_format="bf16", batch=1, input_len=1024, metric="itl_ms") == pytest.approx(6.888693,
+                                                                                                         abs=1e-6)
+    assert _value(sily, weight_format="fp8", batch=64, input_len=128, metric="throughput_tok_s") == pytest.approx(
+        8620.67, abs=0.01)
