@@ -35,6 +35,8 @@ reports/accuracy.md): every regime with >= 20 rows must
     2026 build's launch costs (3.1 -> 0.56 us per op, 0.19 -> 0.07 ms per step): the FP8-KV blog's TTFTs went from
     108% to 4% error, while the 2024 nightly latency benchmark's static batches (vLLM 0.5-0.6, V0 engine) went from
     6% to 16% (predicted fast), so the e2e median ceiling is that figure x 1.15 = 11.8, under the 12% target;
+    then 1,509 rows (Jeff Geerling's 2025-26 llama.cpp builds on an M3 Ultra and an M1 Ultra, Q4_K_M): decode_b1
+    9.1 / 26.1, prefill 14.9 / 48.2;
   * the issue-11 targets that are reached stay reached: batched decode median <= 15% and p90 <= 35% (session 21), end-to-end median <= 12% and
     p90 <= 30% (session 19), and p10-p90 coverage within 70-90% in every regime (session 19: decode_b1 76,
     decode_batched 81, prefill 85, e2e 86 with residuals weighted 1 / sqrt(rows of their source),

@@ -29,6 +29,8 @@ NEW = {  # source -> (file, rows, rows with TP > 1)
     "trtllm_blog_falcon180b_h200_v0.7a": ("measured_public.csv", 3, 0),
     "rocm_vllm_devdocker_2025-07": ("measured_serving.csv", 32, 32),
     "silybench_qwen3_8b_h100sxm_vllm0.30_2026-09": ("measured_serving.csv", 48, 0),
+    "geerlingguy_beowulf17_m3ultra_single_node_2025-12": ("measured_public.csv", 9, 0),
+    "geerlingguy_aibench48_m1ultra64_2026-02": ("measured_public.csv", 4, 0),
 }
 
 
@@ -63,6 +65,12 @@ def test_new_rows_map_to_the_expected_workloads(rows):
     rocm = mapped[mapped["source"] == "rocm_vllm_devdocker_2025-07"]
     assert set(rocm["runtime"]) == {"vllm"} and set(rocm["kind"]) == {"e2e"} and set(rocm["tp"]) == {8}
     assert set(rocm["ttft_mode"]) == {"batch"} and set(rocm["hardware"]) == {"mi300x"}
+    mac = mapped[mapped["source"].str.startswith("geerlingguy_")]
+    assert set(mac["runtime"]) == {"llamacpp"} and set(mac["weights"]) == {"q4_k_m"}
+    assert set(mac["hardware"]) == {"apple-m3-ultra", "apple-m1-ultra"}
+    # fa=1 printed for the M3 Ultra runs; the M1 Ultra table prints no fa column (llama-bench's default: off)
+    assert mac.groupby("hardware")["flash_attention"].agg(set).to_dict() == {"apple-m3-ultra": {True},
+                                                                            "apple-m1-ultra": {False}}
     sily = mapped[mapped["source"] == "silybench_qwen3_8b_h100sxm_vllm0.30_2026-09"]
     assert set(sily["runtime"]) == {"vllm"} and set(sily["hardware"]) == {"h100-sxm"}
     assert set(sily["model"]) == {"qwen3-8b"} and set(sily["weights"]) == {"bf16", "fp8"}
@@ -98,6 +106,11 @@ def test_spot_checked_values_match_the_documents():
                   input_len=128) == 17.236
     assert _value(pub[pub["source_id"] == "trtllm_blog_h200launch_v0.5.0"], model="Llama-2-13B", batch=1024) == 11819
     assert _value(pub[pub["source_id"] == "trtllm_blog_falcon180b_h200_v0.7a"], batch=960) == 3803
+    m3u = pub[pub["source_id"] == "geerlingguy_beowulf17_m3ultra_single_node_2025-12"]
+    assert _value(m3u, model="Llama-3.3-70B-Instruct", metric="decode_tok_s_per_seq") == 14.41
+    assert _value(m3u, model="Llama-3.2-3B-Instruct", input_len=512) == 3500.01
+    m1u = pub[pub["source_id"] == "geerlingguy_aibench48_m1ultra64_2026-02"]
+    assert _value(m1u, model="TinyLlama-1.1B (tinyllama-1.1b-1t-openorca)", metric="decode_tok_s_per_seq") == 242.56
     sily = srv[srv["source_id"] == "silybench_qwen3_8b_h100sxm_vllm0.30_2026-09"]
     assert _value(sily, weight_format="bf16", batch=1, input_len=1024, metric="itl_ms") == pytest.approx(6.888693,
                                                                                                          abs=1e-6)
