@@ -35,6 +35,9 @@ Metrics (the value is converted to ms for latencies, tok/s for rates; `kind` say
                              (dstack: mean ~55 of at most 150 tokens) are not mapped at N > 1: the run lasts until
                              its longest request ends, and the source gives only the mean length (a 32-request TGI
                              run: 1,685 tokens in 8.09 s, where mean TTFT + 52 x mean TPOT = 6.3 s).
+Data parallelism ('TP4 DP2' in hardware_detail: vllm serve --data-parallel-size 2, one endpoint): the B requests
+split evenly over the replicas, so every step is one replica's at B / DP, and a throughput row, printed for the
+whole GPU set, counts all replicas' tokens (work_div = 1 / DP).
   decode_tok_s_per_seq       kind decode_rate: batch-1 decode tok/s (ExLlamaV2; prompt and output not stated: a
                              128-token prompt and 128 new tokens assumed).
 KV capacity (LMDeploy v0.1.0 profile_generation, lmdeploy_a100_fp16_v0.1.0; InternLM/lmdeploy @379a2d5a): B client
@@ -155,6 +158,7 @@ TTFT_MODES = {  # source -> how first tokens were produced (module docstring)
     # the N requests start, prefill and finish together, so the runs are waves as the H200 dashboard run's
     "dstack_deepseek_r1_mi300x_vs_h200_2025-03": "queue",
     "silybench_qwen3_8b_h100sxm_vllm0.30_2026-09": "queue",
+    "scicom_benchmaq_vllm_2026_01": "queue",  # 100 requests at once (--max-concurrency 100 --num-prompts 100): one wave
 }
 
 
@@ -170,6 +174,12 @@ def _tp(detail: str) -> int:
         if m:
             return int(m.group(1))
     return 1
+
+
+def _dp(detail: str) -> int:
+    """Data-parallel replicas behind the row's one endpoint ('TP4 DP2': vllm serve --data-parallel-size 2), else 1."""
+    m = re.search(r"\bDP(\d+)\b", str(detail))
+    return int(m.group(1)) if m else 1
 
 
 def _generated_per_request(notes: str, n: int) -> float | None:
@@ -306,7 +316,10 @@ def map_serving_row(r: dict, hw_known: set, models_known: set,
     if offline is not None:
         steady = offline
         batch = offline_running(runtime, model, wf, kv, hw, int(round(offline[0])), int(round(offline[1])), tp)
-    B = int(batch)
+    B, dp = int(batch), _dp(r["hardware_detail"])
+    if B % dp:
+        return None, f"{B} requests do not split evenly over {dp} data-parallel replicas"
+    B //= dp  # each replica serves its share: the steps are one replica's; throughput rows count all (work_div)
     if TTFT_MODES.get(src) == "queue" and B > SERVER_MAX_SEQS:
         return None, (f"{B} requests at once exceed the server's default {SERVER_MAX_SEQS} running sequences: they "
                       "run in queued waves (a simulator workload, not one fixed batch)")
@@ -338,7 +351,7 @@ def map_serving_row(r: dict, hw_known: set, models_known: set,
         "kv_dtype": kv, "runtime": runtime, "metric": metric, "kind": kind, "batch": B, "prompt": P, "output": O,
         "measured": float(r["value"]) * scale, "flash_attention": True, "ubatch": 0, "depth": 0, "anomalous": "",
         "tp": tp,
-        "ttft_mode": "steady" if steady is not None else TTFT_MODES.get(src, "single"), "work_div": 1,
+        "ttft_mode": "steady" if steady is not None else TTFT_MODES.get(src, "single"), "work_div": 1 / dp,
         "kv_per_query_head": decode_kernel_per_query_head(runtime, r["framework"], src, model, P + O),
         "identical_sequences": False,  # serving benchmarks send distinct (random or dataset) prompts
     }, None

@@ -598,3 +598,44 @@ def test_a_serving_engine_without_rows_takes_the_engines_that_launch_as_it_does(
     assert [lvl for lvl, _ in _chain(df, ok, "llamacpp", "nvidia-gpu")] == ["engine", "engine-other-hw", "family"]
     nv = next(c for c in load_runtime("sglang").classes if c.key == "nvidia-gpu")
     assert nv.fit.level == "family" and not set(nv.fit.sources) & set(df.loc[df["runtime"] == "trtllm", "source"])
+
+
+def _serving_row(**kw):
+    base = {"source_id": "mine", "hardware": "NVIDIA H100 SXM", "hardware_detail": "8 x H100 SXM, TP8",
+            "framework": "vLLM 0.11, vllm bench serve", "model": "Qwen3-32B", "params_b": 32.8,
+            "weight_format": "bf16", "kv_dtype": "auto", "batch": 100.0, "input_len": 2048.0, "output_len": 128.0,
+            "metric": "throughput_tok_s", "value": 3000.0, "unit": "output tok/s total", "notes": ""}
+    return {**base, **kw}
+
+
+def test_data_parallel_replicas_split_the_requests_and_sum_the_tokens():
+    """'TP4 DP2' (vllm serve --data-parallel-size 2 behind one endpoint): 100 requests are two replicas' 50 each, so
+    every step is one TP4 replica's at batch 50, and the whole-set throughput counts both replicas: work = 50 x 128
+    / (1/2) = 100 x 128 tokens per static-batch time of one replica. 101 requests do not split evenly: listed."""
+    from planner.accuracy.serving_rows import map_serving_row
+    from planner.architecture import list_model_ids
+    from planner.hardware import list_hardware_ids
+    known = (set(list_hardware_ids()), set(list_model_ids()))
+    rec, why = map_serving_row(_serving_row(hardware_detail="8 x H100 SXM, TP4 DP2"), *known)
+    assert why is None and (rec["tp"], rec["batch"], rec["work_div"]) == (4, 50, 0.5)
+    _, work = steps_of_row(rec)
+    assert work == 100 * 128
+    rec, _ = map_serving_row(_serving_row(), *known)
+    assert (rec["tp"], rec["batch"], rec["work_div"]) == (8, 100, 1.0)
+    rec, why = map_serving_row(_serving_row(hardware_detail="8 x H100 SXM, TP4 DP2", batch=101.0), *known)
+    assert rec is None and "2 data-parallel replicas" in why
+
+
+def test_a_logged_kv_pool_caps_the_users_that_run_at_once():
+    """silybench's bf16 run logged a 377,024-token pool: 64 users of 8,192 + 512 tokens hold P + O/2 = 8,448 tokens
+    each on average, so floor(377,024 / 8,448) = 44 run at once (serving_rows.logged_pool, predict.kv_concurrency),
+    and 320 prompts from 64 users are 5 rounds; at 16 users all run; no pool in the notes: no cap."""
+    from planner.accuracy.predict import kv_concurrency
+    from planner.accuracy.serving_rows import logged_pool
+    pool = logged_pool("num_prompts=320 ... kv_cache_tokens=377024 (logged)", 64)
+    assert pool == {"cache_tokens": 377024.0, "rounds": 5}
+    r = {"batch": 64, "prompt": 8192, "output": 512, **pool}
+    assert kv_concurrency(r) == 377024 // 8448 == 44
+    assert kv_concurrency({**r, "batch": 16}) == 16
+    assert logged_pool("num_prompts=320", 64) == {}
+    assert kv_concurrency({"batch": 64, "prompt": 8192, "output": 512}) == 64
