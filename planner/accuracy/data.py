@@ -75,6 +75,7 @@ HARDWARE_IDS: dict[str, str] = {
     "NVIDIA GeForce RTX 5060 Ti (memory size not stated)": "rtx-5060-ti-16gb",
     "NVIDIA H100 80GB (variant not stated)": "h100-sxm", "NVIDIA A100 80GB (variant not stated)": "a100-80gb-sxm",
     "NVIDIA DGX Spark (GB10)": "dgx-spark",
+    "AMD Ryzen AI Max+ 395 (Radeon 8060S)": "ryzen-ai-max-395",  # Strix Halo: kyuz0's and lhl's llama-bench logs
 }
 MAPPING_ASSUMPTIONS = {  # hardware and model labels mapped by assumption (listed in the report)
     "NVIDIA A100 (memory variant not stated)": "mapped to a100-80gb-sxm (80 GB implied by the batch sizes; SXM assumed)",

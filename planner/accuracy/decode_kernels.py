@@ -26,6 +26,7 @@ per score in 16-bit (planner/ops.py score_bytes). llama.cpp (SCORE_BYTES_FACTOR,
   CUDA  ggml_cuda_mul_mat_batched_cublas (ggml-cuda.cu) converts src1 to F16 (to_fp16_cuda) and, at the default
         precision, runs cuBLAS into an F16 buffer that it converts back to F32 (to_fp32_cuda): QK^T writes 2 +
         reads 2 + writes 4, softmax reads 4 + writes 4, PV converts 4 -> 2 and reads 2: 24 bytes, 3.0 x.
+  ROCm  the same ggml-cuda sources built with HIP (hipBLAS for cuBLAS, vendors/hip.h): the same 24 bytes, 3.0 x.
   Metal the F32 scores go into the F16 x F32 matmul kernels as they are: 4 + 8 + 4 = 16 bytes, 2.0 x.
 HF transformers eager (any vendor): bf16 scores written (2), the causal mask added (2 + 2), softmax in fp32 (2 + 4),
 cast back (4 + 2), read by PV (2): 20 bytes, 2.5 x.
@@ -42,7 +43,8 @@ ROCM_CUSTOM_MAX_SEQ = 32768       # ROCm custom paged attention: max_seq_len <= 
 ROCM_SOURCES = ("dstack_tgi_vs_vllm_mi300x_llama405b_2024-10",)
 REPEAT_KV_ENGINES = frozenset({"gpt-fast", "hf-eager"})  # every build: the K/V repeat is in the model code
 # (engine, vendor or None for every vendor) -> bytes moved per counted score byte (module docstring)
-SCORE_BYTES_FACTOR = {("llamacpp", "nvidia"): 3.0, ("llamacpp", "apple"): 2.0, ("hf-eager", None): 2.5}
+SCORE_BYTES_FACTOR = {("llamacpp", "nvidia"): 3.0, ("llamacpp", "amd"): 3.0, ("llamacpp", "apple"): 2.0,
+                      ("hf-eager", None): 2.5}
 
 
 def score_bytes_factor(runtime: str | None, vendor: str | None) -> float:

@@ -72,7 +72,8 @@ def test_materialized_score_bytes_by_hand():
     """Llama-2-7B, one 512-token prompt without flash attention: each layer has 32 heads x (512 x 513 / 2) = 4,202,496
     (query, key) pairs; the planner counts the score matrix at 2 bytes: written by QK^T (8,404,992 B), read and
     written by softmax (2x), read by PV. llama.cpp on CUDA moves 24 bytes per score (3.0 x the 8 counted), on Metal 16
-    (2.0 x); roofline.op_bytes adds (factor - 1) x the op's score bytes. Other engines: 1."""
+    (2.0 x), on ROCm (the same sources through HIP) 24; roofline.op_bytes adds (factor - 1) x the op's score
+    bytes. Other engines: 1."""
     from planner.accuracy.decode_kernels import score_bytes_factor
     from planner.architecture import load_model
     from planner.ops import prefill_ops
@@ -91,9 +92,10 @@ def test_materialized_score_bytes_by_hand():
     assert op_bytes(sc, None, score_factor=3.0) == pytest.approx(sc.bytes + 2 * 2 * pairs)
     assert op_bytes(sc, None) == sc.bytes
     assert score_bytes_factor("llamacpp", "NVIDIA") == 3.0 and score_bytes_factor("llamacpp", "Apple") == 2.0
+    assert score_bytes_factor("llamacpp", "AMD") == 3.0
     assert score_bytes_factor("vllm", "NVIDIA") == 1.0 and score_bytes_factor(None, "AMD") == 1.0
     from planner.runtimes import load_runtime
     effs = {c.vendor.lower(): c.efficiency.score_bytes_factor for c in load_runtime("llamacpp").classes}
-    assert effs == {"apple": 2.0, "nvidia": 3.0}
+    assert effs == {"amd": 3.0, "apple": 2.0, "nvidia": 3.0}
     assert score_bytes_factor("hf-eager", "AMD") == score_bytes_factor("hf-eager", None) == 2.5  # 20 B / 8 B
     assert {c.efficiency.score_bytes_factor for c in load_runtime("hf-eager").classes} == {2.5}

@@ -31,6 +31,8 @@ NEW = {  # source -> (file, rows, rows with TP > 1)
     "silybench_qwen3_8b_h100sxm_vllm0.30_2026-09": ("measured_serving.csv", 48, 0),
     "geerlingguy_beowulf17_m3ultra_single_node_2025-12": ("measured_public.csv", 9, 0),
     "geerlingguy_aibench48_m1ultra64_2026-02": ("measured_public.csv", 4, 0),
+    "kyuz0_strixhalo_toolboxes_rocm_2025-2026": ("measured_public.csv", 48, 0),
+    "lhl_strixhalo_testing_llamabench_2025-08": ("measured_public.csv", 16, 0),
 }
 
 
@@ -71,6 +73,10 @@ def test_new_rows_map_to_the_expected_workloads(rows):
     # fa=1 printed for the M3 Ultra runs; the M1 Ultra table prints no fa column (llama-bench's default: off)
     assert mac.groupby("hardware")["flash_attention"].agg(set).to_dict() == {"apple-m3-ultra": {True},
                                                                             "apple-m1-ultra": {False}}
+    strix = mapped[mapped["hardware"] == "ryzen-ai-max-395"]
+    assert set(strix["runtime"]) == {"llamacpp"} and len(strix) == 64
+    assert strix.groupby("source")["flash_attention"].sum().to_dict() == {  # -fa 1 runs; kyuz0's b6609 runs both
+        "kyuz0_strixhalo_toolboxes_rocm_2025-2026": 34, "lhl_strixhalo_testing_llamabench_2025-08": 16}
     sily = mapped[mapped["source"] == "silybench_qwen3_8b_h100sxm_vllm0.30_2026-09"]
     assert set(sily["runtime"]) == {"vllm"} and set(sily["hardware"]) == {"h100-sxm"}
     assert set(sily["model"]) == {"qwen3-8b"} and set(sily["weights"]) == {"bf16", "fp8"}
@@ -111,6 +117,10 @@ def test_spot_checked_values_match_the_documents():
     assert _value(m3u, model="Llama-3.2-3B-Instruct", input_len=512) == 3500.01
     m1u = pub[pub["source_id"] == "geerlingguy_aibench48_m1ultra64_2026-02"]
     assert _value(m1u, model="TinyLlama-1.1B (tinyllama-1.1b-1t-openorca)", metric="decode_tok_s_per_seq") == 242.56
+    kyuz0 = pub[pub["source_id"] == "kyuz0_strixhalo_toolboxes_rocm_2025-2026"]
+    b6609 = kyuz0[kyuz0["framework"].str.contains(r"\(6609\)") & kyuz0["notes"].str.contains("fa=0")]
+    assert _value(b6609, model="LLaMA-2-7B", metric="prefill_tok_s") == 980.87  # llama-2-7b.Q4_0__rocm6_4_4.log
+    assert _value(b6609, model="LLaMA-2-7B", metric="decode_tok_s_per_seq") == 49.86
     sily = srv[srv["source_id"] == "silybench_qwen3_8b_h100sxm_vllm0.30_2026-09"]
     assert _value(sily, weight_format="bf16", batch=1, input_len=1024, metric="itl_ms") == pytest.approx(6.888693,
                                                                                                          abs=1e-6)

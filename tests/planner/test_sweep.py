@@ -48,7 +48,7 @@ def test_sweep_with_a_runtime_matches_estimate():
     # a device class the profile was not fitted on gets no rows; a grid of only such devices is a one-line error
     from planner.errors import PlannerError
     with pytest.raises(PlannerError, match="runtime profile"):
-        sweep(["llama-3.1-8b"], ["mi300x"], ["fp16"], runtime="llamacpp")
+        sweep(["llama-3.1-8b"], ["arc-pro-b60"], ["fp16"], runtime="llamacpp")
 
 
 @pytest.mark.parametrize("model, prompt, output", [
