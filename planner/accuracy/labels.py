@@ -8,10 +8,17 @@ wins ("RTX 3080 Ti" -> rtx-3080-ti, not rtx-3080). Nothing is guessed: a label t
 catalog has several ("A100 80GB": SXM or PCIe; "H100"; an Apple chip without its GPU core count where the catalog
 holds a binned one) or that ties between specs resolves to None with the candidates in the reason.
 
-Model: the label, without an organisation prefix (meta-llama/) and the suffixes that name a tuning or packaging of
-the same weights (-Instruct, -Chat, -hf, -it, -Base, -GGUF, -AWQ, -GPTQ, -FP8), lower case, with a leading "Meta-"
-dropped, must equal a catalog id ("Meta-Llama-3.1-8B-Instruct" -> llama-3.1-8b). No fuzzy match: a version or size
-the catalog does not hold stays unmapped.
+Names that stand for one catalog device (GPU_NAMES): the chip or GPU name of a system-on-chip ("NVIDIA GB10" is the
+DGX Spark's, and the ASUS / Dell GB10 boxes' chip; "Radeon 8060S" is the 40-CU GPU of the Ryzen AI Max+ 395), and
+nvidia-smi's name for the H100 SXM5, "NVIDIA H100 80GB HBM3" (the PCIe card reports "H100 PCIe", the NVL "H100 NVL").
+
+Model: the label, without an organisation prefix (meta-llama/) and the suffixes that name a tuning, packaging or
+dated re-release of the same weights' shapes (-Instruct, -Chat, -hf, -it, -Base, -Thinking, -GGUF, -AWQ, -GPTQ,
+-Int4, -FP8, a YYMM release tag such as Qwen3's -2507), lower case, spaces as hyphens, with a leading "Meta-" dropped, must
+equal a catalog id ("Meta-Llama-3.1-8B-Instruct" -> llama-3.1-8b, "Llama 3.1 8B" -> llama-3.1-8b). A version tag
+(-v0.1) counts only where the catalog entry was built from that version's config.json ("Mixtral-8x7B-Instruct-v0.1"
+-> mixtral-8x7b; "Mistral-7B-Instruct-v0.3", a new vocabulary and no sliding window, stays unmapped). No fuzzy match:
+a version or size the catalog does not hold stays unmapped.
 """
 
 from __future__ import annotations
@@ -22,7 +29,12 @@ _DROP = {"nvidia", "geforce", "amd", "instinct", "radeon", "intel", "tesla", "gp
          "edition", "card", "the"}
 _SYNONYMS = {"sxm4": "sxm", "sxm5": "sxm", "sxm6": "sxm", "pci": "pcie"}
 _APPLE_CORES = re.compile(r"(\d+)[- ]core gpu")
-_MODEL_SUFFIXES = re.compile(r"(-(instruct|chat|hf|it|base|gguf|awq|gptq|fp8|bf16|fp16))+$")
+_MODEL_SUFFIXES = re.compile(
+    r"(-(instruct|chat|hf|it|base|thinking|gguf|awq|gptq|int4|int8|fp8|bf16|fp16|2[0-9][01][0-9]))+$")
+_VERSION_TAG = re.compile(r"^(.*?)(?:-(?:instruct|chat|base))?-(v\d+(?:\.\d+)?)$")
+# a chip or GPU name that stands for one catalog device (module docstring): label tokens -> the device's id tokens
+GPU_NAMES = {frozenset({"gb10"}): "dgx-spark", frozenset({"8060s"}): "ryzen-ai-max-395",
+             frozenset({"h100", "hbm3"}): "h100-sxm"}
 
 
 def _tokens(text: str) -> set[str]:
@@ -33,6 +45,9 @@ def _tokens(text: str) -> set[str]:
     toks = {_SYNONYMS.get(t, t) for t in re.split(r"[^a-z0-9.]+", text) if t and t not in _DROP}
     if cores:
         toks.add(f"{cores.group(1)}c")
+    for names, spec_id in GPU_NAMES.items():
+        if names <= toks and not toks & {"pcie", "nvl"}:
+            toks |= _id_tokens(spec_id)
     return toks
 
 
@@ -75,6 +90,17 @@ def model_id(label, known) -> str | None:
         return None
     name = label.strip().split("/")[-1].lower()
     name = re.sub(r"\s*\(.*\)$", "", name).replace("_", "-")
-    name = _MODEL_SUFFIXES.sub("", name)
-    name = re.sub(r"^meta-", "", name)
-    return name if name in known else None
+    name = re.sub(r"\s+", "-", name.strip())
+    name = re.sub(r"^meta-", "", _MODEL_SUFFIXES.sub("", name))
+    if name in known:
+        return name
+    tagged = _VERSION_TAG.match(name)
+    if tagged and tagged.group(1) in known and _built_from_version(tagged.group(1), tagged.group(2)):
+        return tagged.group(1)
+    return None
+
+
+def _built_from_version(model: str, version: str) -> bool:
+    """Whether the catalog entry's config.json source names that release ('Mistral-7B-v0.1' in its `source`)."""
+    from ..architecture import load_model
+    return bool(re.search(rf"-{re.escape(version)}\b", str(load_model(model).source), re.I))

@@ -26,6 +26,10 @@ MODELS = set(list_model_ids())
     ("Apple M1 (8-core GPU)", "apple-m1"),
     ("Apple A18 Pro", "apple-a18-pro"),
     ("Tesla T4", "t4"), ("NVIDIA Tesla V100-SXM2-32GB", "v100-sxm2-32gb"),
+    # names that stand for one device: nvidia-smi's H100 SXM5 name, the GB10 chip, the Strix Halo GPU
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA H100 NVL", "h100-nvl"),
+    ("NVIDIA GB10", "dgx-spark"), ("ASUS Ascent GX10 (NVIDIA GB10)", "dgx-spark"),
+    ("AMD Radeon 8060S", "ryzen-ai-max-395"), ("AMD Ryzen AI Max+ 395", "ryzen-ai-max-395"),
 ])
 def test_labels_resolve_to_the_catalog_id(label, expected):
     assert hardware_id(label, HW) == (expected, None)
@@ -51,6 +55,12 @@ def test_labels_that_do_not_say_which_variant_are_not_guessed(label, needle):
     ("Llama-3.3-70B-Instruct-FP8", "llama-3.3-70b"), ("Qwen/Qwen2.5-14B-Instruct", "qwen2.5-14b"),
     ("meta-llama/Llama-3.2-3B-Instruct", "llama-3.2-3b"),
     ("Mistral-7B-Instruct-v0.3", None),   # v0.3's vocabulary is not the catalog's mistral-7b (v0.1)
+    ("Mistral-7B-Instruct-v0.1", "mistral-7b"),  # the catalog entry is v0.1's config.json
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"),
+    ("Llama 3.1 8B", "llama-3.1-8b"),     # spaces as hyphens
+    ("Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b"), ("Qwen3-235B-A22B-Thinking-2507", "qwen3-235b-a22b"),
+    ("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int4", "qwen2.5-7b"),
+    ("Mistral-Small-24B-Instruct-2501", None),  # the catalog names it mistral-small-3-24b: no guess
     ("Llama-3.1-13B", None), (None, None),
 ])
 def test_model_labels_match_exactly_apart_from_tuning_suffixes(label, expected):
