@@ -317,6 +317,8 @@ def map_serving_row(r: dict, hw_known: set, models_known: set,
         steady = offline
         batch = offline_running(runtime, model, wf, kv, hw, int(round(offline[0])), int(round(offline[1])), tp)
     B, dp = int(batch), _dp(r["hardware_detail"])
+    if dp < 1:
+        return None, "hardware_detail: DP0 names no data-parallel replica (DP1, DP2, ... are replica counts)"
     if B % dp:
         return None, f"{B} requests do not split evenly over {dp} data-parallel replicas"
     B //= dp  # each replica serves its share: the steps are one replica's; throughput rows count all (work_div)

@@ -624,6 +624,8 @@ def test_data_parallel_replicas_split_the_requests_and_sum_the_tokens():
     assert (rec["tp"], rec["batch"], rec["work_div"]) == (8, 100, 1.0)
     rec, why = map_serving_row(_serving_row(hardware_detail="8 x H100 SXM, TP4 DP2", batch=101.0), *known)
     assert rec is None and "2 data-parallel replicas" in why
+    rec, why = map_serving_row(_serving_row(hardware_detail="8 x H100 SXM, TP8 DP0"), *known)
+    assert rec is None and why.startswith("hardware_detail: DP0")
 
 
 def test_a_logged_kv_pool_caps_the_users_that_run_at_once():
