@@ -14,11 +14,11 @@ nvidia-smi's name for the H100 SXM5, "NVIDIA H100 80GB HBM3" (the PCIe card repo
 
 Model: the label, without an organisation prefix (meta-llama/) and the suffixes that name a tuning, packaging or
 dated re-release of the same weights' shapes (-Instruct, -Chat, -hf, -it, -Base, -Thinking, -GGUF, -AWQ, -GPTQ,
--Int4, -FP8, a YYMM release tag such as Qwen3's -2507), lower case, spaces as hyphens, with a leading "Meta-" dropped, must
-equal a catalog id ("Meta-Llama-3.1-8B-Instruct" -> llama-3.1-8b, "Llama 3.1 8B" -> llama-3.1-8b). A version tag
-(-v0.1) counts only where the catalog entry was built from that version's config.json ("Mixtral-8x7B-Instruct-v0.1"
--> mixtral-8x7b; "Mistral-7B-Instruct-v0.3", a new vocabulary and no sliding window, stays unmapped). No fuzzy match:
-a version or size the catalog does not hold stays unmapped.
+-Int4, -FP8, a YYMM release tag such as Qwen3's -2507), lower case, spaces as hyphens, with a leading "Meta-"
+dropped, must equal a catalog id ("Meta-Llama-3.1-8B-Instruct" -> llama-3.1-8b, "Llama 3.1 8B" -> llama-3.1-8b).
+A version tag (-v0.1) counts only where the catalog entry was built from that version's config.json
+("Mixtral-8x7B-Instruct-v0.1" -> mixtral-8x7b; "Mistral-7B-Instruct-v0.3", a new vocabulary and no sliding window,
+stays unmapped). No fuzzy match: a version or size the catalog does not hold stays unmapped.
 """
 
 from __future__ import annotations

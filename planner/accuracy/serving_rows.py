@@ -125,7 +125,8 @@ MODEL_PATTERNS = (  # (regex on the source's model label, catalog id)
     (r"^Llama-3\.1-8B", "llama-3.1-8b"), (r"^Llama-2-70B", "llama-2-70b"), (r"^Llama-2-13B", "llama-2-13b"),
     (r"^Llama-2-7B", "llama-2-7b"), (r"^LLaMA-7B$", "llama-2-7b"), (r"^LLaMA-13B$", "llama-2-13b"),
     (r"^gpt-oss-20b", "gpt-oss-20b"), (r"^gpt-oss-120b", "gpt-oss-120b"), (r"^InternLM-20B", "internlm-20b"),
-    (r"^DeepSeek-V3", "deepseek-v3"), (r"^DeepSeek-R1", "deepseek-r1"), (r"^LLaMA-33B", "llama-33b"), (r"^OpenLLaMA-3B", "openllama-3b"),
+    (r"^DeepSeek-V3", "deepseek-v3"), (r"^DeepSeek-R1", "deepseek-r1"), (r"^LLaMA-33B", "llama-33b"),
+    (r"^OpenLLaMA-3B", "openllama-3b"),
     (r"^CodeLlama-34B", "codellama-34b"), (r"^TinyLlama-1\.1B", "tinyllama-1.1b"),
     (r"^NVIDIA-Nemotron-3-Super", "nemotron-3-super-120b"), (r"^Meta-Llama-3-70B", "llama-3-70b"),
     (r"^Mixtral-8x7B", "mixtral-8x7b"),
@@ -289,8 +290,9 @@ def map_serving_row(r: dict, hw_known: set, models_known: set,
         return None, ("multi-node expert parallelism with DP attention and PD disaggregation: not a single "
                       "tensor-parallel group (planner/serving/expert_parallel.py is not part of this benchmark)")
     if "dp-attention" in str(r["hardware_detail"]):
-        return None, ("data-parallel attention (--enable-dp-attention): each rank runs attention for its own requests, "
-                      "not one tensor-parallel group (planner/serving/expert_parallel.py is not part of this benchmark)")
+        return None, ("data-parallel attention (--enable-dp-attention): each rank runs attention for its own "
+                      "requests, not one tensor-parallel group (planner/serving/expert_parallel.py is not part of "
+                      "this benchmark)")
     if metric not in METRICS:
         return None, f"metric {metric} ({r['unit']}) is not modelled"
     steady = None
