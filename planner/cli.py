@@ -15,7 +15,7 @@ import sys
 from .units import MAX_COUNT  # constants only: keeps the start-up light
 
 # the engine profiles of hardware_specs/runtimes/ (--runtime help; tests/planner/test_cli.py checks the list)
-RUNTIME_IDS = "vllm, sglang, tgi, lmdeploy, trtllm, llamacpp, gpt-fast, exllamav2, hf-eager"
+RUNTIME_IDS = "vllm, sglang, tgi, lmdeploy, trtllm, llamacpp, gpt-fast, exllamav2, hf-eager, deepspeed-mii"
 
 # modules that add subcommands (each has register(subparsers)); optional ones are skipped if absent
 _EXTENSIONS = ("validate.cli", "planner.cli_serving", "planner.cli_accuracy",

@@ -25,7 +25,7 @@ p90 of measured / predicted speed over leave-one-source-out residuals, so that a
 tok/s". Every profile records its provenance: data files, sources and devices used, the level the parameters come
 from (this engine, this engine on other hardware, its pooled engine family, or a documented default), the date
 and the command that wrote it (`planner accuracy --fit`). Engines: vllm (CUDA and ROCm classes), sglang, tgi,
-lmdeploy, trtllm, llamacpp, gpt-fast, exllamav2, hf-eager (planner/accuracy/benchmark.py ENGINES).
+lmdeploy, trtllm, llamacpp, gpt-fast, exllamav2, hf-eager, deepspeed-mii (planner/accuracy/benchmark.py ENGINES).
 """
 
 from __future__ import annotations
@@ -49,7 +49,9 @@ REGIMES: tuple[str, ...] = ("decode", "prefill", "throughput")
 _ALIASES = {"llama.cpp": "llamacpp", "llama-cpp": "llamacpp", "tensorrt-llm": "trtllm", "trt-llm": "trtllm",
             "gptfast": "gpt-fast", "torch.compile": "gpt-fast", "vllm-rocm": "vllm", "vllm-cuda": "vllm",
             "turbomind": "lmdeploy", "lmdeploy-turbomind": "lmdeploy", "text-generation-inference": "tgi",
-            "hf": "hf-eager", "transformers": "hf-eager", "hf-transformers": "hf-eager", "exllama": "exllamav2"}
+            "hf": "hf-eager", "transformers": "hf-eager", "hf-transformers": "hf-eager", "exllama": "exllamav2",
+            "deepspeed": "deepspeed-mii", "mii": "deepspeed-mii", "fastgen": "deepspeed-mii",
+            "deepspeed-fastgen": "deepspeed-mii"}
 
 
 class _Frozen(BaseModel):

@@ -33,8 +33,15 @@ QUERY_KEYS = {"model": "model", "hardware": "hardware", "weights": "weights", "k
 EFFICIENCY_LABELS = {"auto": "calibrated (if a calibration file exists, else defaults)",
                      "default": "defaults (device spec / unit kind)", "datasheet": "datasheet peaks (efficiency 1.0)",
                      "runtime:llamacpp": "llama.cpp (fitted runtime profile)",
+                     "runtime:vllm": "vLLM (fitted runtime profile)",
+                     "runtime:sglang": "SGLang (runtime profile: vLLM's pool and its own rows)",
                      "runtime:trtllm": "TensorRT-LLM (fitted runtime profile)",
-                     "runtime:gpt-fast": "gpt-fast / torch.compile (fitted runtime profile)"}
+                     "runtime:tgi": "TGI (fitted runtime profile)",
+                     "runtime:lmdeploy": "LMDeploy TurboMind (fitted runtime profile)",
+                     "runtime:exllamav2": "ExLlamaV2 (fitted runtime profile)",
+                     "runtime:gpt-fast": "gpt-fast / torch.compile (fitted runtime profile)",
+                     "runtime:hf-eager": "HF transformers eager (physical estimate, no measurement)",
+                     "runtime:deepspeed-mii": "DeepSpeed-MII (no measurement: serving-family pool, wide range)"}
 
 
 def _int_param(raw: str, name: str, lo: int, hi: int) -> int:

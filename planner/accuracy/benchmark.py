@@ -64,6 +64,10 @@ ENGINES = {
             False),
     "lmdeploy": ("LMDeploy TurboMind", "InternLM LMDeploy TurboMind engine (C++/CUDA, persistent batching)",
                  "serving", False),
+    # no published row: its classes are the pooled serving family's (production_fits), its ranges the extrapolation
+    # range of unmeasured engines (profile_intervals)
+    "deepspeed-mii": ("DeepSpeed-MII", "DeepSpeed-MII / FastGen (blocked KV cache, Dynamic SplitFuse; the inference-v2 "
+                      "engine launches its ragged kernels one by one)", "serving", False),
 }
 # engines whose CUDA tensor-core kernels are warp-level mma.sync ones with no wgmma path (Efficiency.sync_mma): on
 # Hopper they reach the unit's mma_sync_share of the listed peak. llama.cpp: its MMQ and flash-attention kernels
@@ -73,7 +77,9 @@ SYNC_MMA_ENGINES = frozenset({"llamacpp"})
 # serving engines whose decode steps replay captured CUDA / HIP graphs in the measured versions (one launch per
 # step, the kernels back to back): vLLM (enforce_eager off by default), SGLang (cuda_graph_max_bs), TGI (CUDA graphs
 # for its batch buckets since 1.4). TensorRT-LLM's gptSessionBenchmark runs graphs only with --enable_cuda_graph
-# (off in the perf docs' commands) and LMDeploy TurboMind v0.1-v0.2 launches each kernel. A serving engine with no
+# (off in the perf docs' commands), LMDeploy TurboMind v0.1-v0.2 launches each kernel, and so does DeepSpeed-FastGen
+# (DeepSpeed's graph capture is opt-in for its v1 inference engine, `enable_cuda_graph`, PR #1952, and for HybridEngine
+# generation, PR #8271; its ragged inference-v2 kernels run without one: issue #1746 open). A serving engine with no
 # rows on a class takes the pooled rows of the engines that launch as it does, where they are enough (_chain): the
 # per-op and per-step costs are the launch path's.
 GRAPH_ENGINES = frozenset({"vllm", "sglang", "tgi"})

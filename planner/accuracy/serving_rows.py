@@ -136,7 +136,7 @@ FORMAT_PATTERNS = ((r"^fp8", "fp8"), (r"^bf16$", "bf16"), (r"^fp16$", "fp16"), (
 KV_PATTERNS = ((r"^fp8", "fp8"), (r"^bf16$", "bf16"), (r"^fp16$", "fp16"))
 # (regex, case-insensitive, on the framework label; the first that matches); TabbyAPI serves ExLlamaV2
 RUNTIMES = ((r"\btgi\b|text-generation-inference", "tgi"), (r"lmdeploy|turbomind", "lmdeploy"), (r"sglang", "sglang"),
-            (r"vllm", "vllm"), (r"exllamav2|tabbyapi", "exllamav2"))
+            (r"vllm", "vllm"), (r"exllamav2|tabbyapi", "exllamav2"), (r"deepspeed|\bmii\b|fastgen", "deepspeed-mii"))
 
 
 def serving_runtime(framework) -> str | None:

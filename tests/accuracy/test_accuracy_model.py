@@ -287,7 +287,8 @@ def test_runtime_estimate_carries_the_profile_interval():
 
 
 def test_unknown_runtime_and_uncovered_class_are_one_line_errors(capsys):
-    with pytest.raises(PlannerError, match="unknown runtime 'vllmx'; allowed: exllamav2, gpt-fast, hf-eager, llamacpp, lmdeploy, sglang, tgi, trtllm, vllm"):
+    with pytest.raises(PlannerError, match="unknown runtime 'vllmx'; allowed: deepspeed-mii, exllamav2, gpt-fast, "
+                                           "hf-eager, llamacpp, lmdeploy, sglang, tgi, trtllm, vllm"):
         estimate("llama-2-7b", "h100-sxm", runtime="vllmx")
     with pytest.raises(PlannerError, match="llamacpp has no profile for Intel gpu"):
         estimate("llama-2-7b", "arc-pro-b60", runtime="llamacpp")
@@ -641,3 +642,20 @@ def test_a_logged_kv_pool_caps_the_users_that_run_at_once():
     assert kv_concurrency({**r, "batch": 16}) == 16
     assert logged_pool("num_prompts=320", 64) == {}
     assert kv_concurrency({"batch": 64, "prompt": 8192, "output": 512}) == 64
+
+
+def test_an_engine_without_measurements_takes_its_launch_family_with_a_wide_range():
+    """DeepSpeed-MII (FastGen) has no published row here, so each datacenter class is the pooled fit of the serving
+    engines that launch as it does (benchmark.GRAPH_ENGINES: FastGen's ragged kernels run without a CUDA graph, like
+    TensorRT-LLM's gptSessionBenchmark and LMDeploy TurboMind), and its range is the extrapolation range of
+    unmeasured engines, widened (x1.5 in log space), so wider than the range of the measured engine whose rows
+    weigh most in that pool (TensorRT-LLM on the same class)."""
+    from planner.runtimes import interval_regime
+    spec = load_hardware("a100-80gb-sxm")
+    mii = load_runtime("deepspeed-mii").for_unit(spec, spec.unit("gpu"))
+    assert mii.fit.rows_fit > 0 and "pooled rows of the serving engines lmdeploy, trtllm" in mii.efficiency.source
+    trt = load_runtime("trtllm").for_unit(spec, spec.unit("gpu"))
+    wide, narrow = interval_regime(mii, "decode", 1), interval_regime(trt, "decode", 1)
+    assert wide.p90 / wide.p10 > narrow.p90 / narrow.p10
+    e = estimate("llama-2-7b", "a100-80gb-sxm", batch=8, prompt=512, output=128, runtime="mii")  # an alias
+    assert e.runtime == "deepspeed-mii" and e.decode.latency_ms_per_token > 0

@@ -72,7 +72,8 @@ def test_model_labels_match_exactly_apart_from_tuning_suffixes(label, expected):
     ("Ollama 0.5.7", "llamacpp", None), ("llama-cpp-python 0.3.2", "llamacpp", None),
     ("TRT-LLM 0.17 trtllm-bench", "trtllm", None), ("TensorRT-LLM v0.9.0 (gptSessionBenchmark)", "trtllm", None),
     ("vllm 0.11.0", None, "vllm"), ("text-generation-inference 3.0", None, "tgi"), ("TabbyAPI", None, "exllamav2"),
-    ("SGLang v0.3.0 server", None, "sglang"), ("MLX-LM 0.20", None, None), ("DeepSpeed-MII", None, None),
+    ("SGLang v0.3.0 server", None, "sglang"), ("MLX-LM 0.20", None, None), ("DeepSpeed-MII", None, "deepspeed-mii"),
+    ("DeepSpeed-FastGen (MII 0.2.3)", None, "deepspeed-mii"),
 ])
 def test_framework_labels_name_the_engine_whose_kernels_ran(framework, public, serving):
     from planner.accuracy.data import _runtime

@@ -338,6 +338,16 @@ def test_runtime_profile_choice_changes_the_numbers_and_the_range():
     assert at.query_params["eff"] == ["runtime:llamacpp"] or at.query_params["eff"] == "runtime:llamacpp"
 
 
+@pytest.mark.parametrize("runtime", ["vllm", "sglang", "deepspeed-mii"])
+def test_every_serving_engine_profile_is_offered(runtime):
+    # the serving engines' profiles (vLLM, SGLang, and DeepSpeed-MII with no measurement) are choices too: the
+    # headline takes the engine's profile and says so, and the link carries the choice
+    at = run_app({"hardware": "h100-sxm", "eff": f"runtime:{runtime}"})
+    no_failure(at)
+    assert at.radio(key="efficiency").value == f"runtime:{runtime}"
+    assert any(f"{runtime} profile" in c.value for c in at.caption), [c.value for c in at.caption]
+
+
 @pytest.mark.parametrize("section", ["Batching", "Context length", "Quantization"])
 def test_sections_follow_the_runtime_profile(section):
     at = run_app({"hardware": "rtx-4090", "weights": "q4_k_m", "eff": "runtime:llamacpp"}, section)
