@@ -177,7 +177,8 @@ def register(sub) -> None:
     p.add_argument("--qps", type=_qps, default=None, help="request rate (requests per second)")
     p.add_argument("--ttft-p95-ms", type=_ms, default=None, help="time-to-first-token target, p95")
     p.add_argument("--tpot-p95-ms", type=_ms, default=None, help="time-per-output-token target, p95")
-    p.add_argument("--hardware", "-H", nargs="+", default=None, help="candidate devices (default: the catalog)")
+    p.add_argument("--hardware", "-H", nargs="+", action="extend", default=None,
+                   help="candidate devices, space- or comma-separated, the flag repeatable (default: the catalog)")
     p.add_argument("--trace", default=None, help="CSV trace: arrival_s,prompt_tokens,output_tokens")
     p.add_argument("--price", type=_price, action="append", default=[], metavar="HW=USD",
                    help="override a device's price per device-hour (repeatable)")
@@ -266,8 +267,10 @@ def _cmd_plan(args) -> int:
     from .report import table
     from .serving import plan
 
+    # `-H a b`, `-H a,b` and `-H a -H b` name the same candidates (estimate takes a comma list)
+    hardware = [h.strip() for arg in args.hardware for h in arg.split(",") if h.strip()] if args.hardware else None
     res = plan(args.model, args.scenario, qps=args.qps, ttft_p95_ms=args.ttft_p95_ms, tpot_p95_ms=args.tpot_p95_ms,
-               hardware=args.hardware, trace=args.trace, prices=dict(args.price), n_requests=args.requests,
+               hardware=hardware or args.hardware, trace=args.trace, prices=dict(args.price), n_requests=args.requests,
                seed=args.seed, efficiency=_eff(args), kv_dtype=args.kv_dtype, runtime=_runtime(args),
                engine=_check_engine(args.engine))
     if args.json:

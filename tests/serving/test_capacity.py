@@ -120,6 +120,16 @@ def test_plan_batching_speculative_json_when_nothing_fits(capsys):
     assert json.loads(capsys.readouterr().out)[0]["fits"] is False
 
 
+def test_plan_takes_its_candidates_as_estimate_does(capsys):
+    """`plan -H a b`, `-H a,b` (estimate's comma list) and `-H a -H b` name the same two candidates (the flag
+    repeated had kept only the last one)."""
+    ranked = []
+    for hw in (["rtx-3060-12gb", "l4"], ["rtx-3060-12gb,l4"], ["rtx-3060-12gb", "-H", "l4"]):
+        assert main(["plan", "-m", "llama-3.1-405b", "-H", *hw, "--requests", "60", "--json"]) == 0
+        ranked.append(sorted(r["hardware"] for r in json.loads(capsys.readouterr().out)["ranking"]))
+    assert ranked[0] == ranked[1] == ranked[2] == ["l4", "rtx-3060-12gb"]
+
+
 @pytest.mark.parametrize("argv, flag", [
     (["simulate", "-m", MODEL, "-H", HW, "--qps", "1e-310"], "--qps"),
     (["simulate", "-m", MODEL, "-H", HW, "--qps", "inf"], "--qps"),
