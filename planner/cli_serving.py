@@ -267,10 +267,15 @@ def _cmd_plan(args) -> int:
     from .report import table
     from .serving import plan
 
-    # `-H a b`, `-H a,b` and `-H a -H b` name the same candidates (estimate takes a comma list)
-    hardware = [h.strip() for arg in args.hardware for h in arg.split(",") if h.strip()] if args.hardware else None
+    from .cli import str_list
+    from .errors import PlannerError
+
+    # `-H a b`, `-H a,b` and `-H a -H b` name the same candidates (estimate's comma list, cli.str_list)
+    hardware = [h for arg in args.hardware for h in str_list(arg)] if args.hardware is not None else None
+    if hardware == []:
+        raise PlannerError("--hardware: names no device; give catalog ids or spec files, space- or comma-separated")
     res = plan(args.model, args.scenario, qps=args.qps, ttft_p95_ms=args.ttft_p95_ms, tpot_p95_ms=args.tpot_p95_ms,
-               hardware=hardware or args.hardware, trace=args.trace, prices=dict(args.price), n_requests=args.requests,
+               hardware=hardware, trace=args.trace, prices=dict(args.price), n_requests=args.requests,
                seed=args.seed, efficiency=_eff(args), kv_dtype=args.kv_dtype, runtime=_runtime(args),
                engine=_check_engine(args.engine))
     if args.json:

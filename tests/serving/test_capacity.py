@@ -128,6 +128,10 @@ def test_plan_takes_its_candidates_as_estimate_does(capsys):
         assert main(["plan", "-m", "llama-3.1-405b", "-H", *hw, "--requests", "60", "--json"]) == 0
         ranked.append(sorted(r["hardware"] for r in json.loads(capsys.readouterr().out)["ranking"]))
     assert ranked[0] == ranked[1] == ranked[2] == ["l4", "rtx-3060-12gb"]
+    # a list of separators names no device: a one-line error, never the whole catalog
+    assert main(["plan", "-m", "llama-3.1-405b", "-H", ",", "--requests", "60"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --hardware: names no device") and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("argv, flag", [
