@@ -39,7 +39,7 @@ CPU = ["x86-server-cpu"]
 NEW_NVIDIA_DATACENTER = ["gh200", "gh200-144gb", "gb300", "h100-nvl", "h200-nvl", "h800", "a800", "h20", "l20"]
 NEW_OTHER = [
     "rtx-pro-6000-blackwell", "rtx-5080", "rtx-5070-ti", "rtx-5060-ti-16gb", "rtx-2080-ti", "rtx-3060-8gb",
-    "ryzen-ai-max-395", "rx-7900-xtx", "mi325x", "mi355x", "gaudi-3", "arc-pro-b60", "arc-b580", "core-ultra-7-258v",
+    "ryzen-ai-max-395", "rx-7900-xtx", "radeon-ai-pro-r9700", "mi325x", "mi355x", "gaudi-3", "arc-pro-b60", "arc-b580", "core-ultra-7-258v",
     "snapdragon-x-elite", "jetson-orin-nano-super", "jetson-thor", "tpu-v5e", "tpu-v6e",
 ]
 REQUIRED = (NVIDIA_DATACENTER + AMD_DATACENTER + CONSUMER + EDGE + APPLE + PHONES_LAPTOPS + CPU
@@ -101,6 +101,11 @@ def test_required_ids_exist(catalog):
         # AMD RX 7900 XTX: 122.8 TFLOPS FP16; 20 Gbps x 384-bit / 8 = 960 GB/s
         ("rx-7900-xtx", "fp16", 122.8),
         ("rx-7900-xtx", "bandwidth", 20 * 384 / 8),
+        # AMD Radeon AI PRO R9700: 20 Gbps x 256-bit / 8 = 640 GB/s; the product page's sparse 389 TFLOPS FP16 and
+        # 1,557 TOPS INT4 halved (RDNA 4 WMMA: 8,192 sparse IU4 ops per CU per clock x 64 CUs x 2.97 GHz = 1,557)
+        ("radeon-ai-pro-r9700", "bandwidth", 20 * 256 / 8),
+        ("radeon-ai-pro-r9700", "fp16", 389.1 / 2),
+        ("radeon-ai-pro-r9700", "int4", 8192 * 64 * 2.97e9 / 1e12 / 2),
         # Strix Halo: LPDDR5X-8000 x 256-bit / 8 = 256 GB/s
         ("ryzen-ai-max-395", "bandwidth", 8000 * 256 / 8 / 1000),
         # Intel Gaudi 3 white paper: 3.7 TB/s, 1,835 TFLOPS BF16
