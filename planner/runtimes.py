@@ -108,6 +108,9 @@ class Provenance(_Frozen):
     model: str = Field(description="the parameterisation, in words")
 
 
+_VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD", "apple": "Apple", "intel": "Intel"}
+
+
 class RuntimeProfile(_Frozen):
     id: str = Field(pattern=ID_PATTERN)
     name: str
@@ -115,12 +118,19 @@ class RuntimeProfile(_Frozen):
     unit_kind: UnitKind = Field("gpu", description="the compute unit the runtime runs on when none is named")
     classes: list[RuntimeClass] = Field(min_length=1)
     provenance: Provenance
+    runs_on: list[str] = Field(default_factory=list, description=(
+        "hardware vendors the engine's code runs on (lower case), where it is not every vendor: TensorRT-LLM, "
+        "LMDeploy TurboMind and DeepSpeed-MII are CUDA-only; empty = no such limit"))
 
     def for_unit(self, spec: HardwareSpec, unit: ComputeUnit) -> RuntimeClass:
         key = f"{spec.vendor.lower()}-{unit.kind}"
         for c in self.classes:
             if c.key == key:
                 return c
+        if self.runs_on and spec.vendor.lower() not in self.runs_on:
+            names = " and ".join(_VENDOR_NAMES.get(v, v) for v in self.runs_on)
+            raise PlannerError(f"--runtime: {self.id} ({self.name}) runs on {names} GPUs only, and {spec.id} is "
+                               f"{spec.vendor}'s; choose another --runtime or device")
         raise PlannerError(f"--runtime: {self.id} has no profile for {spec.vendor} {unit.kind} units ({spec.id}); "
                            f"profiles exist for: {', '.join(c.key for c in self.classes)}")
 

@@ -69,6 +69,12 @@ ENGINES = {
     "deepspeed-mii": ("DeepSpeed-MII", "DeepSpeed-MII / FastGen (blocked KV cache, Dynamic SplitFuse; the inference-v2 "
                       "engine launches its ragged kernels one by one)", "serving", False),
 }
+# engines whose code runs on some vendors' GPUs only (RuntimeProfile.runs_on; every other engine: no limit): a serving
+# engine without rows on a datacenter class gets the pooled family's profile there (production_fits) only where it
+# runs. TensorRT-LLM builds CUDA engines for NVIDIA GPUs (its README: "on NVIDIA GPUs"); LMDeploy's TurboMind engine
+# is CUDA C++ (the profile is TurboMind's, not LMDeploy's PyTorch engine); DeepSpeed-FastGen's inference-v2 ragged
+# kernels are CUDA ("high-performance CUDA kernels", DeepSpeed-MII README; its CI runs on NVIDIA V100 and A6000).
+ENGINE_VENDORS = {"trtllm": ("nvidia",), "lmdeploy": ("nvidia",), "deepspeed-mii": ("nvidia",)}
 # engines whose CUDA tensor-core kernels are warp-level mma.sync ones with no wgmma path (Efficiency.sync_mma): on
 # Hopper they reach the unit's mma_sync_share of the listed peak. llama.cpp: its MMQ and flash-attention kernels
 # (ggml-org/llama.cpp#24777 adds an opt-in sm_90a wgmma path that falls through to stock MMQ); its H100 rows run at
@@ -345,6 +351,8 @@ def production_fits(df, d: Design) -> dict:
             # serving engines get a profile on every datacenter GPU class (the pooled family where unmeasured)
             if not has_rows and not (ENGINES[rt][2] == "serving" and cls in ("nvidia-gpu", "amd-gpu")):
                 continue
+            if rt in ENGINE_VENDORS and cls.rsplit("-", 1)[0] not in ENGINE_VENDORS[rt]:
+                continue
             for lvl, m in _chain(df, fit_ok, rt, cls):
                 if m.sum() >= MIN_FIT_ROWS:
                     out[(rt, cls)] = (lvl, _fit(df, d, m, ENGINES[rt][3], cls, lvl, rt in SYNC_MMA_ENGINES,
@@ -530,6 +538,7 @@ def build_profiles(df, d: Design, res, today: str | None = None) -> dict:
         sources = sorted(df.loc[df["runtime"] == rt, "source"].unique())
         out[rt] = RuntimeProfile.model_validate({
             "id": rt, "name": name, "description": desc, "unit_kind": RUNTIME_UNIT_KIND, "classes": classes,
+            "runs_on": list(ENGINE_VENDORS.get(rt, ())),
             "provenance": {
                 "data": "data/measured_public.csv and data/measured_serving.csv (sources and caveats in the .md files)",
                 "sources": sources, "fitted": today, "command": "planner accuracy --fit",

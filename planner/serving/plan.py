@@ -622,11 +622,23 @@ class _Planner:
 
 
 def _summarize_reasons(reasons: list[str]) -> str:
-    """The most telling reasons first: a latency miss says more than 'does not fit' at a small TP degree."""
+    """The most telling reasons first: a latency miss says more than 'does not fit' at a small TP degree. Configs
+    ('bf16 tp2: why') that fail for the same reason share one entry ('bf16 tp1, bf16 tp2, fp8 tp1: why'), so a
+    device an engine cannot run on reads as one reason, not sixteen copies of it."""
     if not reasons:
         return "no weight format runs on this device"
     reasons = sorted(reasons, key=lambda r: "does not fit" in r)
-    return "; ".join(reasons[:3]) + (f" (+{len(reasons) - 3} more)" if len(reasons) > 3 else "")
+    groups: dict[str, list[str]] = {}
+    for r in reasons:
+        label, sep, why = r.partition(": ")
+        key, label = (why, label) if sep else (r, "")
+        groups.setdefault(key, []).append(label)
+    parts = []
+    for why, labels in groups.items():
+        labels = [x for x in labels if x]
+        named = ", ".join(labels[:4]) + (f" (+{len(labels) - 4})" if len(labels) > 4 else "")
+        parts.append(f"{named}: {why}" if named else why)
+    return "; ".join(parts[:3]) + (f" (+{len(parts) - 3} more)" if len(parts) > 3 else "")
 
 
 def _rank(df, objective: str):

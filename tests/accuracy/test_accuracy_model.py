@@ -297,6 +297,25 @@ def test_unknown_runtime_and_uncovered_class_are_one_line_errors(capsys):
     assert err.startswith("error: --runtime:") and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("rt, name", [("trtllm", "TensorRT-LLM"), ("lmdeploy", "LMDeploy TurboMind"),
+                                      ("deepspeed-mii", "DeepSpeed-MII")])
+def test_cuda_only_engines_refuse_amd_hardware(rt, name, capsys):
+    """TensorRT-LLM, LMDeploy TurboMind and DeepSpeed-FastGen are CUDA code (benchmark.ENGINE_VENDORS): their
+    profiles hold no AMD class (the pooled serving family would otherwise give one), and asking for one on an MI300X
+    or an R9700 is a one-line error that says so, not an estimate of software that cannot run there."""
+    prof = load_runtime(rt)
+    assert prof.runs_on == ["nvidia"]
+    assert [c.key for c in prof.classes] == ["nvidia-gpu"]
+    for hw in ("mi300x", "radeon-ai-pro-r9700"):
+        with pytest.raises(PlannerError, match=f"{rt} \\({name}\\) runs on NVIDIA GPUs only, and {hw} is AMD's"):
+            estimate("llama-3.1-8b", hw, runtime=rt)
+    assert main(["estimate", "-m", "llama-3.1-8b", "-H", "mi300x", "--runtime", rt]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --runtime:") and err.count("\n") == 1
+    assert load_runtime("vllm").runs_on == []  # vLLM, SGLang and TGI have ROCm builds
+    assert "amd-gpu" in [c.key for c in load_runtime("sglang").classes]
+
+
 def test_runtime_profile_schema_rejects_unknown_keys():
     data = load_runtime("trtllm").model_dump(mode="json")
     data["classes"][0]["efficiency"]["bandwidth_fractoin"] = 0.9

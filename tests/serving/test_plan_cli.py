@@ -168,3 +168,25 @@ def test_plan_with_vllm_runs_vllms_scheduler_per_device():
     assert f"({ {'l40s': 2048, 'h100-sxm': 8192}[r.best['hardware']] } tokens/step)" in rec["recommendation"]
     plain = plan("llama-3.1-8b", "chat", qps=1, hardware=["l40s"], n_requests=N, recommend=False)
     assert not plain.configs["chunked_prefill"].any()
+
+
+def test_rejected_configs_of_one_reason_share_one_entry():
+    """A device rejected for one reason at every format and TP degree reads as that reason once, with the configs
+    it covers (the first four named, then a count); distinct reasons keep their order, latency misses before 'does
+    not fit', three at most."""
+    from planner.serving.plan import _summarize_reasons
+
+    why = "--runtime: trtllm (TensorRT-LLM) runs on NVIDIA GPUs only, and mi300x is AMD's"
+    cfgs = [f"{f} tp{t}" for f in ("bf16", "fp8") for t in (1, 2, 4)]
+    assert _summarize_reasons([f"{c}: {why}" for c in cfgs]) == f"bf16 tp1, bf16 tp2, bf16 tp4, fp8 tp1 (+2): {why}"
+    got = _summarize_reasons(["bf16 tp1: does not fit: needs 141 GB of 80 GB", "bf16 tp2: TTFT 900 ms > 500 ms",
+                              "fp8 tp2: TTFT 900 ms > 500 ms", "int4 tp1: TPOT 60 ms > 50 ms", "int8 tp1: x", "y"])
+    assert got == ("bf16 tp2, fp8 tp2: TTFT 900 ms > 500 ms; int4 tp1: TPOT 60 ms > 50 ms; int8 tp1: x (+2 more)")
+    assert _summarize_reasons([]) == "no weight format runs on this device"
+
+
+def test_plan_names_an_engine_that_cannot_run_on_a_candidate_once(capsys):
+    assert main(["plan", "-m", "llama-3.1-8b", "-H", "h100-sxm,mi300x", "--runtime", "lmdeploy"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.strip().startswith("mi300x:"))
+    assert line.count("runs on NVIDIA GPUs only") == 1 and "(+12)" in line

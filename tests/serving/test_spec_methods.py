@@ -123,4 +123,5 @@ def test_speculative_takes_a_runtime_profile(capsys):
     assert r["target_step_ms"] == pytest.approx(e.decode.latency_ms_per_token, rel=1e-6)
     assert main(["speculative", "-m", "llama-3.1-8b", "-H", "apple-m2-ultra", "--runtime", "trtllm",
                  "--draft", "llama-3.2-1b"]) == 2
-    assert "--runtime: trtllm has no profile for Apple gpu units" in capsys.readouterr().err
+    assert "--runtime: trtllm (TensorRT-LLM) runs on NVIDIA GPUs only, and apple-m2-ultra is Apple's" in \
+        capsys.readouterr().err
