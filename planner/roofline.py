@@ -52,8 +52,19 @@ def pick_dtype(unit: ComputeUnit, preferences: tuple[str, ...]) -> str | None:
 
 def matmul_dtype(unit: ComputeUnit, fmt: WeightFormat) -> str | None:
     """The dtype weight GEMMs run in: the format's first compute dtype the unit lists, skipping 4-bit tensor dtypes
-    for weight-only formats (they dequantize into the activation dtype; planner.regimes.matmul_preferences)."""
-    return pick_dtype(unit, matmul_preferences(fmt.compute_dtypes, fmt.weight_only))
+    for weight-only formats (they dequantize into the activation dtype; planner.regimes.matmul_preferences). A
+    quantized weight-only format dequantizes into whichever 16-bit dtype the unit runs faster where it lists both (llama.cpp's
+    CUDA/HIP kernels and the GPTQ/AWQ ones compute in fp16): an MI100 runs bf16 matrix math at half its fp16 rate."""
+    prefs = matmul_preferences(fmt.compute_dtypes, fmt.weight_only)
+    d = pick_dtype(unit, prefs)
+    if fmt.weight_only and fmt.bits_per_weight < 16 and d in _HALF:  # a quantized weight, not a 16-bit model
+        other = _HALF[d]
+        if other in prefs and unit.peak_tflops.get(other, 0.0) > unit.peak_tflops[d]:
+            return other
+    return d
+
+
+_HALF = {"bf16": "fp16", "fp16": "bf16"}  # the two 16-bit dtypes a dequantized weight may compute in
 
 
 def unit_supports(unit: ComputeUnit, fmt: WeightFormat) -> bool:

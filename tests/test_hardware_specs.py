@@ -42,8 +42,14 @@ NEW_OTHER = [
     "ryzen-ai-max-395", "rx-7900-xtx", "radeon-ai-pro-r9700", "mi325x", "mi355x", "gaudi-3", "arc-pro-b60", "arc-b580", "core-ultra-7-258v",
     "snapdragon-x-elite", "jetson-orin-nano-super", "jetson-thor", "tpu-v5e", "tpu-v6e",
 ]
+# session 35: devices of published benchmarks the catalog lacked
+NEW_35 = [
+    "a10g", "a30", "l40", "v100-pcie-16gb", "v100-pcie-32gb", "p40", "p100-pcie-16gb", "rtx-a4000", "rtx-a5000",
+    "rtx-4060-ti-16gb", "rtx-4070", "rtx-4070-super", "rtx-4070-ti-super", "rtx-4080-super", "rtx-3060-ti",
+    "rtx-3070-ti", "rx-7900-xt", "rx-9070-xt", "mi210", "mi100", "arc-a770-16gb",
+]
 REQUIRED = (NVIDIA_DATACENTER + AMD_DATACENTER + CONSUMER + EDGE + APPLE + PHONES_LAPTOPS + CPU
-            + NEW_NVIDIA_DATACENTER + NEW_OTHER)
+            + NEW_NVIDIA_DATACENTER + NEW_OTHER + NEW_35)
 
 # Rounding in the vendors' own tables (e.g. 1978.9 vs 2 x 989.4) stays well under this.
 REL = 1e-3
@@ -106,6 +112,30 @@ def test_required_ids_exist(catalog):
         ("radeon-ai-pro-r9700", "bandwidth", 20 * 256 / 8),
         ("radeon-ai-pro-r9700", "fp16", 389.1 / 2),
         ("radeon-ai-pro-r9700", "int4", 8192 * 64 * 2.97e9 / 1e12 / 2),
+        # session 35. Datasheets (dense): A30 933 GB/s, FP16 165, INT8 330; L40 864 GB/s, FP16 181.05 (its own
+        # datasheet: half the L40S's 362); V100 PCIe 900 GB/s, 112 TFLOPS tensor; Tesla P40 346 GB/s, 47 INT8 TOPS
+        # (DP4A, no tensor cores); P100 PCIe 732 GB/s, FP16 18.7 (2 x FP32, no tensor cores); RTX A5000 768 GB/s and
+        # 222.2 sparse tensor TFLOPS / 2; RTX A4000 14 Gbps x 256-bit / 8 = 448 GB/s and 153.4 / 2
+        ("a30", "bandwidth", 933), ("a30", "fp16", 165), ("a30", "int8", 330),
+        ("l40", "bandwidth", 864), ("l40", "fp16", 181.05),
+        ("v100-pcie-32gb", "bandwidth", 900), ("v100-pcie-32gb", "fp16", 112),
+        ("p40", "bandwidth", 346), ("p40", "int8", 47),
+        ("p100-pcie-16gb", "bandwidth", 732), ("p100-pcie-16gb", "fp16", 18.7),
+        ("rtx-a5000", "bandwidth", 768), ("rtx-a5000", "fp16", 222.2 / 2),
+        ("rtx-a4000", "bandwidth", 14 * 256 / 8), ("rtx-a4000", "fp16", 153.4 / 2),
+        # A10G (no datasheet): GA102's GeForce FP32-accumulate rate, 80 SMs x 512 FLOP/clk x 1.71 GHz (measured 69.47)
+        ("a10g", "fp16", 80 * 512 * 1.71e9 / 1e12),
+        # RTX 4080 SUPER: 23 Gbps x 256-bit / 8; int8 = NVIDIA's 836 AI TOPS (sparse) / 2
+        ("rtx-4080-super", "bandwidth", 23 * 256 / 8), ("rtx-4080-super", "int8", 836 / 2),
+        ("rtx-4070-ti-super", "bandwidth", 21 * 256 / 8),
+        # RX 7900 XT: 20 Gbps x 320-bit / 8 = 800 GB/s, 103 TFLOPS FP16; RX 9070 XT 20 Gbps x 256-bit / 8, INT4 1,557
+        # sparse / 2; MI210 1.6 TB/s, 181 TFLOPS FP16 matrix; MI100 2.4 Gbps x 4096-bit / 8 = 1,228.8 GB/s, 184.6 FP16;
+        # Arc A770 16GB 17.5 Gbps x 256-bit / 8 = 560 GB/s
+        ("rx-7900-xt", "bandwidth", 20 * 320 / 8), ("rx-7900-xt", "fp16", 103),
+        ("rx-9070-xt", "bandwidth", 20 * 256 / 8), ("rx-9070-xt", "int4", 1557 / 2),
+        ("mi210", "bandwidth", 1600), ("mi210", "fp16", 181),
+        ("mi100", "bandwidth", 2.4 * 4096 / 8), ("mi100", "fp16", 184.6),
+        ("arc-a770-16gb", "bandwidth", 17.5 * 256 / 8),
         # Strix Halo: LPDDR5X-8000 x 256-bit / 8 = 256 GB/s
         ("ryzen-ai-max-395", "bandwidth", 8000 * 256 / 8 / 1000),
         # Intel Gaudi 3 white paper: 3.7 TB/s, 1,835 TFLOPS BF16

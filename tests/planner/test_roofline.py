@@ -113,3 +113,21 @@ def test_dequant_factor_at_on_stacked_devices():
     for i, r in enumerate([1.0, 4.0, 64.0, 512.0]):  # the one-GEMM path: the same numbers
         assert dequant_factor_at(r, 3.0, 32) == pytest.approx(float(got[1, i]))
     assert dequant_factor_at(rows, 3.0, 0) == 3.0
+
+
+def test_quantized_weights_dequantize_into_the_faster_16bit_dtype():
+    """An MI100 lists bf16 matrix math at half its fp16 rate (92.3 vs 184.6 TFLOP/s, AMD MI100 datasheet): a
+    weight-only quantized format (Q4_K_M, int4, int8) dequantizes into fp16 there, as llama.cpp's HIP kernels and
+    the GPTQ/AWQ ones do, while a bf16 model computes in bf16; where both rates are equal the format's own order
+    (bf16 first) stands."""
+    from planner.hardware import load_hardware
+    from planner.quantization import weight_format as get_weight_format
+    from planner.roofline import matmul_dtype
+
+    mi100 = load_hardware("mi100").unit("gpu")
+    assert mi100.peak_tflops["fp16"] == 2 * mi100.peak_tflops["bf16"] == 184.6
+    for fmt in ("q4_k_m", "int4-g128", "int8"):
+        assert matmul_dtype(mi100, get_weight_format(fmt)) == "fp16"
+    assert matmul_dtype(mi100, get_weight_format("bf16")) == "bf16"
+    h100 = load_hardware("h100-sxm").unit("gpu")
+    assert matmul_dtype(h100, get_weight_format("q4_k_m")) == "bf16"
