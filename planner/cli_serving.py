@@ -264,11 +264,10 @@ def cmd_plan(args) -> int:
 
 
 def _cmd_plan(args) -> int:
-    from .report import table
-    from .serving import plan
-
     from .cli import str_list
     from .errors import PlannerError
+    from .report import table
+    from .serving import plan
 
     # `-H a b`, `-H a,b` and `-H a -H b` name the same candidates (estimate's comma list, cli.str_list)
     hardware = [h for arg in args.hardware for h in str_list(arg)] if args.hardware is not None else None

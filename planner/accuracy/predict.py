@@ -115,15 +115,15 @@ def kv_concurrency(r: dict) -> int:
     B, mem, cache = int(r["batch"]), r.get("mem_gib"), r.get("cache_tokens")
     if not cache or math.isnan(cache):  # no pool recorded (absent, 0 or NaN)
         return B
-    if not mem or math.isnan(mem):  # the engine's own count of its pool
-        return max(1, min(B, int(float(cache) // (r["prompt"] + r["output"] / 2))))
-    from ..memory import kv_seq_bytes
-    from ..ops import weight_bytes
-    from ..serving.parallelism import kv_split
+    pool_tokens = float(cache)  # the engine's own count of its pool
+    if mem and not math.isnan(mem):  # capped by the memory the run took
+        from ..memory import kv_seq_bytes
+        from ..ops import weight_bytes
+        from ..serving.parallelism import kv_split
 
-    m, fmt, tp = load_model(r["model"]), weight_format(r["weights"]), int(r.get("tp", 1) or 1)
-    kv_token = float(kv_seq_bytes(m, r["kv_dtype"], 1.0, capped=False)) / kv_split(m, tp)
-    pool_tokens = min(float(r["cache_tokens"]), (mem * GIB - weight_bytes(m, fmt) / tp) / kv_token)
+        m, fmt, tp = load_model(r["model"]), weight_format(r["weights"]), int(r.get("tp", 1) or 1)
+        kv_token = float(kv_seq_bytes(m, r["kv_dtype"], 1.0, capped=False)) / kv_split(m, tp)
+        pool_tokens = min(pool_tokens, (mem * GIB - weight_bytes(m, fmt) / tp) / kv_token)
     return max(1, min(B, int(pool_tokens // (r["prompt"] + r["output"] / 2))))
 
 

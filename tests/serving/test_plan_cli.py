@@ -189,4 +189,6 @@ def test_plan_names_an_engine_that_cannot_run_on_a_candidate_once(capsys):
     assert main(["plan", "-m", "llama-3.1-8b", "-H", "h100-sxm,mi300x", "--runtime", "lmdeploy"]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.strip().startswith("mi300x:"))
-    assert line.count("runs on NVIDIA GPUs only") == 1 and "(+12)" in line
+    # plan tries 4 weight formats (bf16, fp8, int8, int4-g128) at plan.TP_DEGREES 1, 2, 4 and 8 on an MI300X node: 16
+    # configs, all refused for the one reason, the first 4 named and the other 12 counted
+    assert line.count("runs on NVIDIA GPUs only") == 1 and "bf16 tp1, bf16 tp2, bf16 tp4, bf16 tp8 (+12)" in line
