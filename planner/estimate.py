@@ -27,7 +27,7 @@ from .ops import (MATMUL, decode_ops, kv_bytes_per_sequence, kv_bytes_per_token,
 from .quantization import WeightFormat, kv_dtype as norm_kv_dtype
 from .roofline import (DeviceModel, OpTime, device_model, matmul_peak_note, select_unit, step_bound, step_time_s,
                        time_ops)
-from .runtimes import default_interval_class, interval_for
+from .runtimes import default_interval_class, interval_for, request_path_ms
 from .units import GB, MAX_COUNT
 
 
@@ -214,6 +214,10 @@ class PrefillReport(_StageReport):
     bound: str
     flops: float
     bytes: float
+    # the engine's HTTP request path (runtimes.REQUEST_PATH_MS; 0: an offline harness or no measured path) and the
+    # TTFT a client of its OpenAI server sees: latency_ms + request_path_ms
+    request_path_ms: float = 0.0
+    server_ttft_ms: float | None = None
 
 
 class DecodeReport(_StageReport):
@@ -526,8 +530,10 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
                     tokens_per_s_total_low=tot_tok_s * idd.p10, tokens_per_s_total_high=tot_tok_s * idd.p90)
         e_iv = dict(latency_s_low=e2e / idd.p90, latency_s_high=e2e / idd.p10)
 
+    path_ms = request_path_ms(prof.id) if prof is not None else 0.0
     prefill = _out(PrefillReport, latency_ms=ok(ttft_s * 1e3), tokens_per_s=ok(batch * prompt / ttft_s),
-                            bound=str(p_bound), flops=float(p_flops), bytes=float(p_bytes),
+                            bound=str(p_bound), flops=float(p_flops), bytes=float(p_bytes), request_path_ms=path_ms,
+                            server_ttft_ms=ok(ttft_s * 1e3 + path_ms) if path_ms > 0 else None,
                             **p_iv).with_op_times(p_times)
     decode = _out(DecodeReport,
         latency_ms_per_token=ok(tpot * 1e3), latency_ms_first=ok(d_first * 1e3), latency_ms_last=ok(d_last * 1e3),

@@ -53,6 +53,9 @@ def estimate_text(e: Estimate) -> str:
         lines += [
             f"  TTFT (prefill)          {_ms(p.latency_ms):>10}   {_rate(p.tokens_per_s)} prompt tok/s, {p.bound} bound"
             + _range(p.latency_ms_low, p.latency_ms_high, _ms),
+            *([f"  TTFT via its server     {_ms(p.server_ttft_ms):>10}   + {p.request_path_ms:g} ms request path of "
+               f"{e.runtime}'s OpenAI server (HTTP, chat template, tokenizer, scheduler; measured)"]
+              if p.server_ttft_ms is not None else []),
             f"  TPOT (mean)             {_ms(d.latency_ms_per_token):>10}   "
             + (f"first {_ms(d.latency_ms_first)}, last {_ms(d.latency_ms_last)}, " if e.output > 1 else
                "one decode step (none runs: the 1 output token comes from the prefill), ")

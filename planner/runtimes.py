@@ -54,6 +54,35 @@ _ALIASES = {"llama.cpp": "llamacpp", "llama-cpp": "llamacpp", "tensorrt-llm": "t
             "deepspeed-fastgen": "deepspeed-mii"}
 
 
+# The request path of an engine's OpenAI-compatible HTTP server: what a served request's TTFT holds beyond the GPU's
+# prefill (the HTTP request, the chat template, tokenization, the hand-off to the engine's scheduler, and the first
+# token's detokenization and stream), as `vllm bench serve` / benchmark_serving measure TTFT. Not a fitted parameter:
+# the TTFT measured at concurrency 1-4 for a ~230-token prompt less the committed profile's prefill of it (9.5 ms for
+# Qwen3-8B bf16 on an H100 SXM). Offline harnesses (llama-bench, trtllm-bench / gptSessionBenchmark,
+# benchmark_latency.py, LMDeploy profile_generation) have no such path; engines not listed: 0. The floor is the
+# host's as much as the engine's: the same vLLM path measures 40-100 ms in its issues (#770: 62 ms TTFT for 8 tokens
+# of an 8B on an A5000; #7635: ~100 ms below 400 tokens, TP1-4 on V100s).
+REQUEST_PATH_MS = {
+    # GPUStack performance lab, qwen3-8b/h100-latency.md @ 1dbc3b81 (data/pending/gpustack_performance_lab_2025-2026
+    # .csv): vLLM 0.11.0 `vllm serve`, openai-chat endpoint, concurrency 1: mean TTFT 59.0 ms (median 60.4)
+    "vllm": 50.0,
+    # the same document: SGLang 0.5.3.post3, concurrency 4: mean TTFT 27.7 ms (median 27.3)
+    "sglang": 18.0,
+    # the same document: TensorRT-LLM 1.2.0rc1 `trtllm-serve`, concurrency 4: mean TTFT 51.6 ms (median 45.5)
+    "trtllm": 40.0,
+    # dstack TGI vs vLLM on 8 x MI300X (data/measured_serving.csv): TGI, Llama-3.1-405B TP8, one 80-token prompt:
+    # TTFT 123.5 ms where the fitted profile's prefill takes 80 ms
+    "tgi": 45.0,
+}
+
+
+def request_path_ms(runtime: str | None) -> float:
+    """REQUEST_PATH_MS of an engine id (aliases too), 0 for engines without a measured HTTP path or None."""
+    if not runtime:
+        return 0.0
+    return REQUEST_PATH_MS.get(_ALIASES.get(str(runtime).lower(), str(runtime).lower()), 0.0)
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # (built when first validated)
 

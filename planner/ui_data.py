@@ -123,6 +123,9 @@ def headline(e: Estimate) -> dict:
         "tok_s_total_range": (e.decode.tokens_per_s_total_low, e.decode.tokens_per_s_total_high),
         "range_source": None if e.intervals is None else ("the kind-default efficiencies" if e.runtime is None else
                                                           f"the {e.runtime} profile ({e.intervals.hardware_class})"),
+        # the TTFT through the engine's OpenAI server (its request path added, runtimes.REQUEST_PATH_MS), or None
+        "server_ttft_ms": e.prefill.server_ttft_ms, "request_path_ms": e.prefill.request_path_ms,
+        "runtime": e.runtime,
     }
 
 

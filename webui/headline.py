@@ -58,6 +58,10 @@ def render_headline(ctx: Context) -> None:
                      f"this context: {h['max_batch']:,} · longest context at this batch: {h['max_context']:,} tokens "
                      f"(prompt + output"
                      + (f"; model maximum {h['model_max_context']:,}" if h.get("model_max_context") else "") + ")"]
+            if h["server_ttft_ms"] is not None:
+                notes.append(f"TTFT through {esc(h['runtime'])}'s OpenAI server: {fmt_time_ms(h['server_ttft_ms'])} "
+                             f"(+ {h['request_path_ms']:g} ms request path: HTTP, chat template, tokenizer, "
+                             f"scheduler; measured)")
             if h["range_source"] is not None and h["fits"]:
                 (t0, t1), (p0, p1), (r0, r1) = h["ttft_ms_range"], h["tpot_ms_range"], h["tok_s_total_range"]
                 if all(v is not None for v in (t0, t1, p0, p1, r0, r1)):

@@ -24,6 +24,7 @@ from ..io import atomic_write_text
 REQUIRED = ("source_id", "hardware", "framework", "model", "weight_format", "kv_dtype", "batch", "input_len",
             "output_len", "metric", "value")
 OPTIONAL = ("hardware_detail", "params_b", "unit", "notes")
+TIME_KINDS = ("ttft", "tpot", "e2e")  # kinds whose value is a latency (predict.value_from_time: no work)
 NUMERIC = {"batch": (1, 1_000_000), "input_len": (0, 10_000_000), "output_len": (0, 10_000_000)}  # integer ranges
 TEXT = ("source_id", "hardware", "framework", "model", "weight_format", "metric")  # must not be blank
 
@@ -169,25 +170,41 @@ def check(paths) -> dict:
     if df.empty:
         return {"results": df, "unmapped": unmapped}
     df = _add_units(df).reset_index(drop=True)
-    d = build_design(df)
-    profiles = committed_profiles()
-    t = _profile_times(df, d, profiles)
-    t_ds = predict_time_s(d, params_for_rows(d, [DATASHEET_EFFICIENCY] * len(df)))
+    burst = (df["ttft_mode"] == "burst").to_numpy() if "ttft_mode" in df else np.zeros(len(df), dtype=bool)
     res = df.copy()
-    res["pred"] = value_from_time(d, t)
-    res["pred_datasheet"] = value_from_time(d, t_ds)
+    pred, pred_ds = np.full(len(df), np.nan), np.full(len(df), np.nan)
+    profiles = committed_profiles()
+    steps = ~burst  # fixed-shape rows: the step model; bursts: the serving simulator (bursts.py)
+    if steps.any():
+        d = build_design(df.loc[steps].reset_index(drop=True))
+        t = _profile_times(df.loc[steps].reset_index(drop=True), d, profiles)
+        t_ds = predict_time_s(d, params_for_rows(d, [DATASHEET_EFFICIENCY] * int(steps.sum())))
+        pred[steps], pred_ds[steps] = value_from_time(d, t), value_from_time(d, t_ds)
+    refused = np.zeros(len(df), dtype=bool)
+    if burst.any():
+        from .bursts import burst_predictions
+        pred[burst], pred_ds[burst], why = burst_predictions(df.loc[burst])
+        idx = np.flatnonzero(burst)
+        fails = [(i, w) for i, w in zip(idx, why) if w]
+        refused[[i for i, _ in fails]] = True
+        extra = [{"file": df.at[i, "file"], "row": df.at[i, "row"], "source_id": df.at[i, "source"],
+                  "metric": df.at[i, "metric"], "reason": w} for i, w in fails]
+        if extra:
+            unmapped = pd.concat([unmapped, pd.DataFrame(extra)], ignore_index=True).sort_values(
+                ["file", "row"], kind="stable").reset_index(drop=True)
+    res["pred"], res["pred_datasheet"] = pred, pred_ds
     res["err_pct"] = np.abs(res["pred"] - res["measured"]) / res["measured"] * 100
     res["err_datasheet_pct"] = np.abs(res["pred_datasheet"] - res["measured"]) / res["measured"] * 100
-    ratio = t / d.measured_time_s  # measured speed / predicted speed
+    is_time = res["kind"].isin(TIME_KINDS).to_numpy(dtype=bool)  # a latency; else a rate (value_from_time)
+    ratio = np.where(is_time, res["pred"] / res["measured"], res["measured"] / res["pred"])  # measured / predicted speed
     keys = interval_keys(res)
     iv = np.array([_interval(profiles, r, k) for r, k in zip(res.to_dict("records"), keys)], dtype=np.float64)
     lo, hi = iv[:, 0], iv[:, 1]
-    is_time = d.work <= 0
     res["low"] = np.where(is_time, res["pred"] / hi, res["pred"] * lo)
     res["high"] = np.where(is_time, res["pred"] / lo, res["pred"] * hi)
     res["covered"] = (ratio >= lo) & (ratio <= hi)
     res["in_fit"] = res["source"].isin(project_sources())
-    return {"results": res, "unmapped": unmapped}
+    return {"results": res.loc[~refused].reset_index(drop=True), "unmapped": unmapped}
 
 
 def scored(res):

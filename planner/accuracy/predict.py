@@ -219,7 +219,8 @@ class Design:
     row_steps: np.ndarray    # per row: sum of step weights (steps)
     measured_time_s: np.ndarray  # per row: the measurement as a time
     work: np.ndarray         # per row: tokens (rate metrics) or 0 (latencies)
-    comm_s: np.ndarray       # per row: tensor-parallel all-reduce time (parallelism.tp_comm_time_s), not fitted
+    comm_s: np.ndarray       # per row, not fitted: tensor-parallel all-reduce time (parallelism.tp_comm_time_s) and
+    #                          a served TTFT's request path (served_request_path_s)
     regime: np.ndarray       # bool: a weight GEMM on a unit the regime fit applies to (regimes.weight_gemm_time_s)
     grouped: np.ndarray      # bool: a grouped expert GEMM (regimes.GROUPED_GEMM_OPS)
     kernel_peak: np.ndarray  # FLOP/s of the padded tiles: datasheet peak x kernel_compute_fraction[dtype] (regime ops)
@@ -244,6 +245,19 @@ class Design:
                       self.matmul[keep], self.sync_share[keep])
 
 
+SERVED_MODES = ("single", "queue", "burst")  # TTFT modes of runs through an engine's HTTP server (serving_rows.py)
+
+
+def served_request_path_s(r: dict) -> float:
+    """The request path (runtimes.REQUEST_PATH_MS) in a row's measured time: a TTFT measured through the engine's
+    HTTP server (vllm bench serve, benchmark_serving: ttft_mode single, queue or burst) holds it once; an offline
+    harness's (static batches, profile_generation) and every other kind hold none."""
+    if r.get("kind") != "ttft" or r.get("ttft_mode") not in SERVED_MODES:
+        return 0.0
+    from ..runtimes import request_path_ms
+    return request_path_ms(r.get("runtime")) / 1e3
+
+
 def build_design(df) -> Design:
     """Op instances for every row of the mapped table (planner.accuracy.data.load_rows)."""
     recs = df.to_dict("records")
@@ -252,10 +266,12 @@ def build_design(df) -> Design:
     work = np.zeros(n)
     meas = np.zeros(n)
     row_steps = np.zeros(n)
+    comm = np.zeros(n)  # fixed time per row, not fitted: all-reduces (below) and a served TTFT's request path
     for i, r in enumerate(recs):
         steps, wk = steps_of_row(r)
         work[i] = wk
         meas[i] = wk / r["measured"] if wk else r["measured"] / 1e3
+        comm[i] = served_request_path_s(r)
         for stage, B, S, P, w in steps:
             key = (r["model"], r["weights"], r["kv_dtype"], bool(r["flash_attention"]), stage, int(r.get("tp", 1)),
                    r["hardware"] if r.get("tp", 1) > 1 else "", bool(r.get("kv_per_query_head", False)),
@@ -286,7 +302,6 @@ def build_design(df) -> Design:
                                      "fmt", "regime", "grouped", "kernel_peak", "kv_copy_bytes", "launch_s", "sm",
                                      "matmul", "sync_share")}
     row_ops = np.zeros(n)
-    comm = np.zeros(n)
     for (model, weights, kv, flash, stage, tp, hw, per_head, same), items in steps_by_group.items():
         arr = np.array(items, dtype=np.float64)
         ri = arr[:, 0].astype(int)

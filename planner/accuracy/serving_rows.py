@@ -21,6 +21,12 @@ Metrics (the value is converted to ms for latencies, tok/s for rates; `kind` say
                                      64 in 71.1 s = 10 waves of TTFT 0.33 s + 1,023 steps of 6.6 ms);
                              single  steady serving at a concurrency limit (vllm bench serve --max-concurrency): a new
                                      request's prompt is prefilled alone (the others only decode): t(prefill 1 x P).
+                             burst   every request sent at once with no concurrency limit (vllm bench serve's default
+                                     --request-rate inf; the framework label says "all prompts at once"): the engine
+                                     admits what its KV pool and running limit allow and the run lasts until its
+                                     longest request ends, so the serving simulator times it (bursts.py), for its
+                                     mean TTFT, mean TPOT and throughput, in `planner accuracy --data` only (the fit
+                                     times fixed-shape steps per row: load_serving_rows lists bursts unmapped).
   tpot_ms / tpot_s / itl_ms  kind tpot: one decode step of the batch B at the mean context P + O/2. In `queue` runs the
                              prefills that run after a request's first token stall a mean TPOT: + t(prefill N x P) x
                              (1 - mean_i(s_i) / k) / (O - 1) (vLLM 0.6 and TGI schedule waiting prefills before
@@ -102,6 +108,7 @@ HARDWARE_IDS = {
     "NVIDIA A100 80GB": "a100-80gb-sxm",
     "NVIDIA A100-80G": "a100-80gb-sxm",  # LMDeploy's "A100-80G(x8)" box: SXM assumed
     "NVIDIA A100-SXM4-80GB": "a100-80gb-sxm",  # as the vLLM perf benchmark names the GPU
+    "NVIDIA A100": "a100-80gb-sxm",     # GPUStack's lab: Qwen3-32B bf16 (65.5 GB) on one, so the 80 GB part
     "NVIDIA H100 (8xH100 node)": "h100-sxm",  # the vLLM perf benchmark's '8xH100' node: SXM (NVLink) assumed
     "NVIDIA GeForce RTX 4090": "rtx-4090",
     "NVIDIA GeForce RTX 3090 Ti": "rtx-3090-ti",
@@ -114,6 +121,8 @@ ASSUMPTIONS = {
     "NVIDIA H100 80GB": "mapped to h100-sxm (TP4 over NVLink implies SXM)",
     "NVIDIA A100-80G": "mapped to a100-80gb-sxm (8-GPU box)",
     "NVIDIA H100 (8xH100 node)": "mapped to h100-sxm (an 8-GPU H100 node: SXM assumed)",
+    "NVIDIA A100": ("mapped to a100-80gb-sxm (GPUStack's lab serves Qwen3-32B bf16, 65.5 GB of weights, on one: the "
+                    "80 GB part; SXM as its other A100 documents state)"),
     "LLaMA-7B": "mapped to llama-2-7b (same layer shapes: 32 x 4096, MLP 11008, vocab 32000)",
     "LLaMA-13B": "mapped to llama-2-13b (same layer shapes: 40 x 5120, MLP 13824, vocab 32000)",
     "ExLlamaV2": f"prompt {EXLLAMA_PROMPT} and {EXLLAMA_OUTPUT} new tokens assumed (not stated)",
@@ -125,7 +134,7 @@ MODEL_PATTERNS = (  # (regex on the source's model label, catalog id)
     (r"^Llama-3\.1-8B", "llama-3.1-8b"), (r"^Llama-2-70B", "llama-2-70b"), (r"^Llama-2-13B", "llama-2-13b"),
     (r"^Llama-2-7B", "llama-2-7b"), (r"^LLaMA-7B$", "llama-2-7b"), (r"^LLaMA-13B$", "llama-2-13b"),
     (r"^gpt-oss-20b", "gpt-oss-20b"), (r"^gpt-oss-120b", "gpt-oss-120b"), (r"^InternLM-20B", "internlm-20b"),
-    (r"^DeepSeek-V3", "deepseek-v3"), (r"^DeepSeek-R1", "deepseek-r1"), (r"^LLaMA-33B", "llama-33b"),
+    (r"^DeepSeek-V3", "deepseek-v3"), (r"^(deepseek-ai/)?DeepSeek-R1", "deepseek-r1"), (r"^LLaMA-33B", "llama-33b"),
     (r"^OpenLLaMA-3B", "openllama-3b"),
     (r"^CodeLlama-34B", "codellama-34b"), (r"^TinyLlama-1\.1B", "tinyllama-1.1b"),
     (r"^NVIDIA-Nemotron-3-Super", "nemotron-3-super-120b"), (r"^Meta-Llama-3-70B", "llama-3-70b"),
@@ -135,8 +144,11 @@ FORMAT_PATTERNS = ((r"^fp8", "fp8"), (r"^bf16$", "bf16"), (r"^fp16$", "fp16"), (
                    (r"^nvfp4$", "nvfp4"), (r"^gptq_int4_g128", "gptq-int4"))
 KV_PATTERNS = ((r"^fp8", "fp8"), (r"^bf16$", "bf16"), (r"^fp16$", "fp16"))
 # (regex, case-insensitive, on the framework label; the first that matches); TabbyAPI serves ExLlamaV2
+# (trtllm-serve, TensorRT-LLM's OpenAI server, before vllm: a TensorRT-LLM or SGLang server measured with `vllm bench
+# serve` names both; trtllm-bench and gptSessionBenchmark rows are static batches, data.py's)
 RUNTIMES = ((r"\btgi\b|text-generation-inference", "tgi"), (r"lmdeploy|turbomind", "lmdeploy"), (r"sglang", "sglang"),
-            (r"vllm", "vllm"), (r"exllamav2|tabbyapi", "exllamav2"), (r"deepspeed|\bmii\b|fastgen", "deepspeed-mii"))
+            (r"trtllm-serve", "trtllm"), (r"vllm", "vllm"), (r"exllamav2|tabbyapi", "exllamav2"),
+            (r"deepspeed|\bmii\b|fastgen", "deepspeed-mii"))
 
 
 def serving_runtime(framework) -> str | None:
@@ -248,6 +260,12 @@ def offline_running(runtime: str, model: str, weights: str, kv: str, hardware: s
     return max(1, n)
 
 
+BURST_NOT_FITTED = ("a burst (every request sent at once, no concurrency limit) is timed by the serving simulator "
+                    "(planner accuracy --data), not by the per-row step model the fit runs")
+BURST_RUN = "all prompts at once"  # framework label of `vllm bench serve --request-rate inf` with no concurrency limit
+SPECULATIVE_RUN = "speculative decoding: "  # the notes of a run with a draft model, MTP or EAGLE (its flags follow)
+
+
 def logged_pool(notes, clients: int) -> dict:
     """KV capacity of a closed-loop bench-serve run whose engine logged its pool (`kv_cache_tokens=N` in the row's
     notes: vLLM's start-up "GPU KV cache size: N tokens") and that sent `num_prompts=M` requests from `clients`
@@ -267,10 +285,11 @@ def _run_key(r: dict) -> tuple:
     return (r["source_id"], r["hardware_detail"], r["model"], r["batch"])
 
 
-def map_serving_row(r: dict, hw_known: set, models_known: set,
-                    run_output_tok_s: dict | None = None) -> tuple[dict | None, str | None]:
+def map_serving_row(r: dict, hw_known: set, models_known: set, run_output_tok_s: dict | None = None,
+                    bursts: bool = True) -> tuple[dict | None, str | None]:
     """(mapped record, None) or (None, reason) for one row of measured_serving.csv. run_output_tok_s: output tok/s
-    of each request-throughput run (_run_key -> value of its throughput row), for its other metrics."""
+    of each request-throughput run (_run_key -> value of its throughput row), for its other metrics; bursts=False:
+    a burst is listed with BURST_NOT_FITTED."""
     src, metric = r["source_id"], r["metric"]
     runtime = serving_runtime(r["framework"])
     hw, hw_reason = HARDWARE_IDS.get(r["hardware"]), None
@@ -295,6 +314,9 @@ def map_serving_row(r: dict, hw_known: set, models_known: set,
                       "this benchmark)")
     if metric not in METRICS:
         return None, f"metric {metric} ({r['unit']}) is not modelled"
+    if SPECULATIVE_RUN in str(r["notes"]):
+        return None, ("speculative decoding (draft tokens per step and their acceptance are not recorded): "
+                      "planner/serving/speculative.py is not part of this benchmark")
     steady = None
     if STEADY_RUN in str(r["notes"]) and not (isinstance(batch, float) and math.isnan(batch)):
         out = r["value"] if metric == "throughput_tok_s" else (run_output_tok_s or {}).get(_run_key(r))
@@ -324,6 +346,7 @@ def map_serving_row(r: dict, hw_known: set, models_known: set,
     if B % dp:
         return None, f"{B} requests do not split evenly over {dp} data-parallel replicas"
     B //= dp  # each replica serves its share: the steps are one replica's; throughput rows count all (work_div)
+    burst = BURST_RUN in str(r["framework"])
     if TTFT_MODES.get(src) == "queue" and B > SERVER_MAX_SEQS:
         return None, (f"{B} requests at once exceed the server's default {SERVER_MAX_SEQS} running sequences: they "
                       "run in queued waves (a simulator workload, not one fixed batch)")
@@ -345,6 +368,14 @@ def map_serving_row(r: dict, hw_known: set, models_known: set,
         O = max(int(round(O)), 1)
     if kind == "throughput" and "total" not in str(r["unit"]):
         return None, f"throughput scope '{r['unit']}' is not a whole-set total"
+    extra = {}
+    if burst and not bursts:
+        return None, BURST_NOT_FITTED
+    if burst:  # predicted by the serving simulator (module docstring, external.burst_predictions)
+        if metric == "itl_ms":
+            return None, ("median inter-token latency of a burst: the simulator that times bursts records no gaps "
+                          "between a request's tokens (the run's mean TTFT, mean TPOT and throughput are mapped)")
+        extra = {"lengths": "sharegpt" if re.search(r"dataset: sharegpt", str(r["notes"]), re.I) else "fixed"}
     mem = re.search(r"mem\(GB\) ([0-9.]+)", str(r["notes"])) if src in CAPACITY_SOURCES else None
     capacity = ({"mem_gib": float(mem.group(1)), "rounds": ROUNDS_LMDEPLOY,
                  "cache_tokens": LMDEPLOY_CACHE_BLOCKS[model] * LMDEPLOY_BLOCK_TOKENS}
@@ -355,21 +386,26 @@ def map_serving_row(r: dict, hw_known: set, models_known: set,
         "kv_dtype": kv, "runtime": runtime, "metric": metric, "kind": kind, "batch": B, "prompt": P, "output": O,
         "measured": float(r["value"]) * scale, "flash_attention": True, "ubatch": 0, "depth": 0, "anomalous": "",
         "tp": tp,
-        "ttft_mode": "steady" if steady is not None else TTFT_MODES.get(src, "single"), "work_div": 1 / dp,
+        **extra,
+        "ttft_mode": ("steady" if steady is not None else "burst" if burst else TTFT_MODES.get(src, "single")),
+        "work_div": 1 / dp,
         "kv_per_query_head": decode_kernel_per_query_head(runtime, r["framework"], src, model, P + O),
         "identical_sequences": False,  # serving benchmarks send distinct (random or dataset) prompts
     }, None
 
 
 def load_serving_rows(path: str | Path = SERVING_PATH):
-    """(mapped records, unmapped records with `reason`) of measured_serving.csv, `row` = 0-based file row."""
+    """(mapped records, unmapped records with `reason`) of measured_serving.csv, `row` = 0-based file row. A burst
+    is timed by the serving simulator (`planner accuracy --data`), not by the per-row step model the fit runs, so
+    the fit lists it with that reason."""
     import pandas as pd
 
-    return map_serving_rows(pd.read_csv(path), Path(path).name)
+    return map_serving_rows(pd.read_csv(path), Path(path).name, bursts=False)
 
 
-def map_serving_rows(raw, file_name: str, rows=None):
-    """map_serving_row over a frame in the serving schema; `rows`: the file row number of each (default 0..n-1)."""
+def map_serving_rows(raw, file_name: str, rows=None, bursts: bool = True):
+    """map_serving_row over a frame in the serving schema; `rows`: the file row number of each (default 0..n-1);
+    bursts=False lists bursts as unmapped (load_serving_rows)."""
     from ..architecture import list_model_ids
     from ..hardware import list_hardware_ids
 
@@ -379,7 +415,7 @@ def map_serving_rows(raw, file_name: str, rows=None):
                   if r["metric"] == "throughput_tok_s" and STEADY_RUN in str(r["notes"])}
     mapped, unmapped = [], []
     for i, r in zip(rows if rows is not None else range(len(records)), records):
-        rec, reason = map_serving_row(r, hw_known, models_known, run_output)
+        rec, reason = map_serving_row(r, hw_known, models_known, run_output, bursts)
         if rec is None:
             unmapped.append({"file": file_name, "row": i, **r, "reason": reason})
         else:

@@ -27,6 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import DoesNotFit, PlannerError, pydantic_one_line
+from ..runtimes import request_path_ms
 from .parallelism import check_tp, node_for
 from .simulator import EngineLimits, EngineTrace, run_engine, summarize
 from .step_model import ReplicaMemory, StepModel, replica_memory
@@ -239,8 +240,14 @@ def build_engine(m, spec, cfg: ServingConfig, efficiency="auto", max_prompt: int
                        max_num_batched_tokens=cfg.max_num_batched_tokens, chunked_prefill=cfg.chunked_prefill,
                        block_size=cfg.block_size, preemption=cfg.preemption,
                        kv_bytes_per_token=mem.kv_bytes_per_token / kv_split(m, cfg.tp) / cfg.pp,
-                       swap_gbs=swap_gbs(spec))
+                       swap_gbs=swap_gbs(spec), request_path_s=request_path_ms(served_engine(cfg)) / 1e3)
     return Engine(sm, mem, lim)
+
+
+def served_engine(cfg: ServingConfig) -> str | None:
+    """The engine whose HTTP server the deployment runs (its request path, runtimes.REQUEST_PATH_MS): the runtime
+    profile's, else the --engine named for its memory rules; None for neither."""
+    return cfg.runtime or (cfg.engine if cfg.engine != "none" else None)
 
 
 def engine_requests(w: Workload, engines: int, n: int, seed: int = 0) -> Requests:

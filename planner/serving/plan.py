@@ -252,6 +252,12 @@ class _Planner:
         return device_model(spec, unit, fmt, resolve_efficiency(spec, unit, self.eff, prof))
 
     @property
+    def request_path_s(self) -> float:
+        """The served engine's HTTP request path (runtimes.REQUEST_PATH_MS): its runtime, else its --engine."""
+        from ..runtimes import request_path_ms
+        return request_path_ms(self.runtime or (self.engine_rule if self.engine_rule != "none" else None)) / 1e3
+
+    @property
     def prof(self):
         if self.runtime is None:
             return None
@@ -313,6 +319,7 @@ class _Planner:
         # (elementwise, the same floats as two scalar calls)
         ttft0, prefill = (float(t) for t in tp_step_time_s(m, fmt, self.kvd, dev, "prefill", 1,
                                                             np.array([st.prompt_p95, st.prompt_mean]), 0, tp, link))
+        ttft0 += self.request_path_s  # the engine's HTTP request path is in every TTFT (summarize)
         ctx = st.prompt_mean + st.output_mean / 2
         b_max = max(1, min(self.sc.max_num_seqs, int(c.pool_tokens // (st.prompt_mean + st.output_mean))))
         bs = np.arange(1, b_max + 1, dtype=np.float64)
@@ -361,7 +368,8 @@ class _Planner:
         engines = replicas * c.pp
         n = max(100, self.n // 5) if screen else self.n
         budget, chunked_default = self._sched(spec)
-        lim = EngineLimits(c.pool_tokens, seqs, budget, chunked or chunked_default)
+        lim = EngineLimits(c.pool_tokens, seqs, budget, chunked or chunked_default,
+                           request_path_s=self.request_path_s)
         # a simulation is a pure function of (step model, requests, limits): run once per plan (the quantization
         # recommendation searches the chosen device again; a bisection may revisit a count)
         key = (spec.id, c.fmt.name, c.tp, c.pp, engines, n, lim, self.sc.workload)
@@ -394,7 +402,8 @@ class _Planner:
         sm = self._engine(spec, c)
         reqs = self._requests(row["replicas"] * c.pp, self.n)
         budget, chunked_default = self._sched(spec)
-        lim = EngineLimits(c.pool_tokens, row["max_num_seqs"], budget, bool(row["chunked_prefill"]) or chunked_default)
+        lim = EngineLimits(c.pool_tokens, row["max_num_seqs"], budget, bool(row["chunked_prefill"]) or chunked_default,
+                           request_path_s=self.request_path_s)
         sm_slow, sm_fast = slow_fast(sm, iv)
         slow = summarize(run_engine(sm_slow, reqs, lim))
         fast = summarize(run_engine(sm_fast, reqs, lim))

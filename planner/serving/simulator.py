@@ -31,8 +31,9 @@ comes from coefficients worked out once per (batch, context) (StepModel.decode_r
 the next arrival (steps_to_reach) costs three or four evaluations; a run's blocks, when they surely fit, are one
 slice sum (blocks_for_run); one whole prompt's prefill time is remembered per step model.
 
-Metrics (vLLM benchmark_serving definitions): TTFT = first token - arrival; TPOT = (finish - first token) /
-(output - 1); end-to-end = finish - arrival; queueing = first admission - arrival. A preempted request keeps its
+Metrics (vLLM benchmark_serving definitions): TTFT = first token - arrival (+ the engine's HTTP request path,
+planner/runtimes.py REQUEST_PATH_MS, where the engine has one); TPOT = (finish - first token) / (output - 1);
+end-to-end = finish - arrival (+ the same path); queueing = first admission - arrival. A preempted request keeps its
 first-token time; the stall and the recompute (or swap) show in its TPOT and end-to-end time. Percentiles leave
 out the first `warmup_fraction` of requests (the empty-system start).
 Mean running sequences: the time-average over the whole span (first arrival to last completion) of the sequences
@@ -77,6 +78,7 @@ class EngineLimits:
     watermark: float = VLLM_WATERMARK
     kv_bytes_per_token: float = 0.0
     swap_gbs: float = 0.0
+    request_path_s: float = 0.0  # the engine's HTTP request path (runtimes.REQUEST_PATH_MS): in TTFT and end-to-end
 
     def check(self):
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
@@ -113,6 +115,7 @@ class EngineTrace:
     recomputed_tokens: int = 0
     swapped_bytes: float = 0.0
     preemption: str = "recompute"
+    request_path_s: float = 0.0  # EngineLimits.request_path_s: summarize adds it to TTFT and end-to-end
 
     @property
     def preemptions(self) -> int:
@@ -451,7 +454,7 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
 
     return EngineTrace(reqs.arrival_s, np.array(admit), np.array(first), np.array(finish), reqs.prompt, reqs.output,
                        steps, busy, bsum, maxrun, np.array(npre, dtype=np.int64), np.array(run_s), recomputed,
-                       swapped_bytes, lim.preemption)
+                       swapped_bytes, lim.preemption, lim.request_path_s)
 
 
 _QUANTILES = tuple(q / 100 for q in PERCENTILES)   # np.percentile's np.true_divide(q, 100): the same quotients
@@ -495,10 +498,12 @@ def summarize(tr: EngineTrace, warmup_fraction: float = 0.1) -> dict:
     done = np.isfinite(tr.finish_s)
     rejected = int(np.sum(~done))
     k = keep & done
-    ttft = tr.first_s - tr.arrival_s
+    # a served request's first token also crosses the engine's HTTP request path (EngineLimits.request_path_s), which
+    # runs beside the GPU's steps: it lengthens TTFT and end-to-end, not TPOT, not the engine's throughput
+    ttft = tr.first_s - tr.arrival_s + tr.request_path_s
     multi = tr.output > 1
     tpot = np.where(multi, (tr.finish_s - tr.first_s) / np.maximum(tr.output - 1, 1), np.nan)
-    e2e = tr.finish_s - tr.arrival_s
+    e2e = tr.finish_s - tr.arrival_s + tr.request_path_s
     queue = tr.admit_s - tr.arrival_s
     span = float(np.nanmax(tr.finish_s) - tr.arrival_s[0]) if done.any() else 0.0
     out_tokens = float(np.sum(tr.output[done]))

@@ -39,6 +39,12 @@ reports/accuracy.md): every regime with >= 20 rows must
     9.1 / 26.1, prefill 14.9 / 48.2; then 1,573 (llama.cpp ROCm on the Strix Halo: two sources, an `amd-gpu`
     class): decode_b1 9.5 / 26.5, prefill 15.0 / 49.2 (the rows there before: 8.7 / 25.1 and 15.0 / 48.5; the 125
     rows of the session's new sources, each predicted from the older ones: 19.1 / 31.0 and 18.3 / 77.1);
+    session 36 (1,613 rows: GPUStack's Qwen3-8B latency runs on an H100, vLLM 0.11 / SGLang 0.5.3 / TensorRT-LLM
+    1.2 behind their OpenAI servers, and the servers' request path in every served TTFT, runtimes.REQUEST_PATH_MS):
+    decode_b1 9.6 / 26.5, decode_batched 9.7 / 30.9, prefill 14.7 / 48.7, e2e 10.2 / 21.1. The batched median
+    ceiling rises to 10.0: the new source's 27 batched rows sit at 12.6% (its decode 1.1x faster than measured) and
+    the rows there before moved 8.8 / 31.1 -> 9.2 / 32.1 (their TensorRT-LLM and serving-family folds now hold a
+    2025 server build), while their prefill went 15.0 / 49.2 -> 14.7 / 48.3;
   * the issue-11 targets that are reached stay reached: batched decode median <= 15% and p90 <= 35% (session 21), end-to-end median <= 12% and
     p90 <= 30% (session 19), and p10-p90 coverage within 70-90% in every regime (session 19: decode_b1 76,
     decode_batched 81, prefill 85, e2e 86 with residuals weighted 1 / sqrt(rows of their source),
@@ -61,7 +67,7 @@ from planner.accuracy.benchmark import (ENGINES, MIN_REGIME_ROWS, build_profiles
 from planner.accuracy.data import DATA_PATH
 from planner.accuracy.serving_rows import SERVING_PATH
 
-CEILINGS = {"decode_b1": (9.7, 28.3), "decode_batched": (9.3, 35.0), "prefill": (17.4, 55.8), "e2e": (11.8, 22.3)}
+CEILINGS = {"decode_b1": (9.7, 28.3), "decode_batched": (10.0, 35.0), "prefill": (17.4, 55.8), "e2e": (11.8, 22.3)}
 # issue-11 targets met: median, p90 (None: not met); the prefill median since session 34 (14.99%)
 REACHED = {"decode_batched": (15.0, 35.0), "e2e": (12.0, 30.0), "prefill": (15.0, None)}
 COVERED = ("decode_b1", "decode_batched", "prefill", "e2e")
@@ -121,10 +127,11 @@ def test_the_ranges_estimate_shows_hold_on_sources_they_were_not_drawn_from(resu
     (session 31: decode_b1 80, decode_batched 80, prefill 86, e2e 96; e2e had been 63 while a two-source pool's
     residuals stood for their spread: the 2025-07 vLLM-ROCm source, 1.09x faster than its fit, against a
     0.38-1.00 range from the 2025-01 one and dstack's 0.6.3). The ceiling is above the 90% target: e2e rests on
-    two sources, which each fall in or out whole."""
+    two sources, which each fall in or out whole; session 36: 99 (98.6), vLLM's 2024 nightly latency rows (9 of
+    73) inside the NVIDIA vLLM range since it holds a 2025 build's served runs (they were 2 of 9 in)."""
     figs = {f["regime"]: f for f in regime_figures(results, "loso")}
     for reg in COVERED:
-        assert 70.0 <= figs[reg]["profile_coverage"] <= 97.0, (reg, figs[reg])
+        assert 70.0 <= figs[reg]["profile_coverage"] <= 99.0, (reg, figs[reg])
 
 
 def test_no_row_of_a_source_helps_predict_it(prepared):

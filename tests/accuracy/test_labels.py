@@ -74,6 +74,8 @@ def test_model_labels_match_exactly_apart_from_tuning_suffixes(label, expected):
     ("vllm 0.11.0", None, "vllm"), ("text-generation-inference 3.0", None, "tgi"), ("TabbyAPI", None, "exllamav2"),
     ("SGLang v0.3.0 server", None, "sglang"), ("MLX-LM 0.20", None, None), ("DeepSpeed-MII", None, "deepspeed-mii"),
     ("DeepSpeed-FastGen (MII 0.2.3)", None, "deepspeed-mii"),
+    # TensorRT-LLM's OpenAI server measured with vLLM's client: the server's rows (serving_rows.py)
+    ("TensorRT-LLM v1.2.0rc1; serve: trtllm-serve Qwen/Qwen3-8B; bench: vllm bench serve", "trtllm", "trtllm"),
 ])
 def test_framework_labels_name_the_engine_whose_kernels_ran(framework, public, serving):
     from planner.accuracy.data import _runtime

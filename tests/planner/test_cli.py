@@ -40,6 +40,21 @@ def test_estimate_table(capsys):
     assert code == 0 and "TTFT" in out and "moe_experts" in out and "Efficiency" in out
 
 
+def test_estimate_shows_the_ttft_a_client_of_the_engines_server_sees(capsys):
+    """With a serving engine's profile the table adds the TTFT through its OpenAI server: the GPU's prefill + the
+    server's request path (vLLM 50 ms, runtimes.REQUEST_PATH_MS), also in --json; an offline engine (llama-bench)
+    and no engine add none."""
+    code, out, _ = run(capsys, "estimate", "-m", "qwen3-8b", "-H", "h100-sxm", "-w", "bf16", "--runtime", "vllm")
+    assert code == 0 and "TTFT via its server" in out and "+ 50 ms request path of vllm's OpenAI server" in out
+    code, out, _ = run(capsys, "estimate", "-m", "qwen3-8b", "-H", "h100-sxm", "-w", "bf16", "--runtime", "vllm",
+                       "--json")
+    p = json.loads(out)["prefill"]
+    assert p["request_path_ms"] == 50.0 and p["server_ttft_ms"] == pytest.approx(p["latency_ms"] + 50.0, rel=1e-12)
+    for extra in (["--runtime", "llamacpp"], []):
+        code, out, _ = run(capsys, "estimate", "-m", "qwen3-8b", "-H", "h100-sxm", "-w", "bf16", *extra)
+        assert code == 0 and "TTFT via its server" not in out
+
+
 def test_does_not_fit_is_a_verdict(capsys):
     code, out, _ = run(capsys, "estimate", "-m", "llama-3.1-70b", "-H", "rtx-4090")
     assert code == 0 and "DOES NOT FIT" in out and "needs" in out and "TTFT" not in out

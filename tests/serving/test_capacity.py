@@ -20,17 +20,21 @@ def _fixed(qps):
 
 
 def test_runtime_profile_drives_the_step_model_and_ranges_match_estimate():
-    # requests far apart (0.01 req/s): each is served alone, so TTFT = estimate's prefill and TPOT = estimate's
-    # decode at batch 1 with the same runtime profile; the ranges are estimate's latency_low/high (the step times
-    # divided by the profile's p90 and p10 of measured / predicted speed: prefill regime for the prompt,
-    # decode regime at batch 1 for the output tokens)
+    # requests far apart (0.01 req/s): each is served alone, so TTFT = estimate's prefill + the engine's HTTP request
+    # path (trtllm-serve: 40 ms, runtimes.REQUEST_PATH_MS; estimate prints the sum as its server TTFT) and TPOT =
+    # estimate's decode at batch 1 with the same runtime profile; the ranges are estimate's latency_low/high (the
+    # step times divided by the profile's p90 and p10 of measured / predicted speed: prefill regime for the prompt,
+    # decode regime at batch 1 for the output tokens), the TTFT's plus the same fixed path
     e = estimate(MODEL, HW, "bf16", batch=1, prompt=P, output=O, runtime="trtllm")
     r = simulate(MODEL, {"hardware": HW, "weights": "bf16", "runtime": "trtllm"}, _fixed(0.01), 60)
     s = r.summary
-    assert s["ttft_ms"]["p50"] == pytest.approx(e.prefill.latency_ms, rel=1e-9)
+    assert e.prefill.request_path_ms == 40.0
+    assert s["ttft_ms"]["p50"] == pytest.approx(e.prefill.latency_ms + 40.0, rel=1e-9)
+    assert e.prefill.server_ttft_ms == pytest.approx(e.prefill.latency_ms + 40.0, rel=1e-12)
     assert s["tpot_ms"]["p50"] == pytest.approx(e.decode.latency_ms_per_token, rel=1e-4)  # core: 32-point sum
     rg = s["range"]
-    assert rg["ttft_ms_p50"] == pytest.approx([e.prefill.latency_ms_low, e.prefill.latency_ms_high], rel=1e-9)
+    assert rg["ttft_ms_p50"] == pytest.approx([e.prefill.latency_ms_low + 40.0, e.prefill.latency_ms_high + 40.0],
+                                              rel=1e-9)
     assert rg["tpot_ms_p50"] == pytest.approx([e.decode.latency_ms_per_token_low,
                                                 e.decode.latency_ms_per_token_high], rel=1e-4)
     # without a runtime the device's efficiency differs: the figures differ from the trtllm ones

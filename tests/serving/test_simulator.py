@@ -101,3 +101,31 @@ def test_simulate_api_and_replicas_split_traffic():
     assert four.totals["requests_per_s"] == pytest.approx(20, rel=0.05)  # 4 engines x 5 req/s
     assert four.summary["mean_running"] < one.summary["mean_running"]
     assert four.to_dict()["deployment"]["gpus"] == 4
+
+
+def test_the_servers_request_path_adds_to_ttft_and_end_to_end_only():
+    """An engine's OpenAI server adds its request path (runtimes.REQUEST_PATH_MS) to every TTFT and end-to-end time,
+    not to TPOT nor to the engine's throughput (it runs beside the GPU's steps): at low load, TTFT = the estimate's
+    prefill + the path exactly, and the same requests through the same step model without the path differ by it."""
+    from dataclasses import replace
+
+    from planner.runtimes import REQUEST_PATH_MS, request_path_ms
+
+    assert REQUEST_PATH_MS["vllm"] == 50.0 and request_path_ms("vLLM") == 50.0 and request_path_ms("llamacpp") == 0.0
+    cfg = make_config(hardware=HW, weights="bf16", runtime="vllm", engine="vllm")
+    eng = build_engine(load_model(MODEL), load_hardware(HW), cfg)
+    assert eng.limits.request_path_s == pytest.approx(0.050, rel=1e-12)
+    reqs = _poisson(0.01, 200)
+    served = summarize(run_engine(eng.step_model, reqs, eng.limits))
+    bare = summarize(run_engine(eng.step_model, reqs, replace(eng.limits, request_path_s=0.0)))
+    for q in ("p50", "p90", "p99"):
+        assert served["ttft_ms"][q] == pytest.approx(bare["ttft_ms"][q] + 50.0, rel=1e-12)
+        assert served["e2e_s"][q] == pytest.approx(bare["e2e_s"][q] + 0.050, rel=1e-12)
+        assert served["tpot_ms"][q] == bare["tpot_ms"][q]
+    assert served["output_tokens_per_s"] == bare["output_tokens_per_s"]
+    e = estimate(MODEL, HW, "bf16", batch=1, prompt=P, output=O, runtime="vllm")
+    assert served["ttft_ms"]["p50"] == pytest.approx(e.prefill.server_ttft_ms, rel=1e-9)
+    assert e.prefill.server_ttft_ms == pytest.approx(e.prefill.latency_ms + 50.0, rel=1e-12)
+    # no engine named: no server path (the planner's generic scheduler)
+    plain = build_engine(load_model(MODEL), load_hardware(HW), make_config(hardware=HW, weights="bf16"))
+    assert plain.limits.request_path_s == 0.0

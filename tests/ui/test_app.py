@@ -346,6 +346,9 @@ def test_every_serving_engine_profile_is_offered(runtime):
     no_failure(at)
     assert at.radio(key="efficiency").value == f"runtime:{runtime}"
     assert any(f"{runtime} profile" in c.value for c in at.caption), [c.value for c in at.caption]
+    # an engine with an OpenAI server adds its request path to the TTFT a client sees (runtimes.REQUEST_PATH_MS)
+    server = [c.value for c in at.caption if "OpenAI server" in c.value]
+    assert bool(server) == (runtime in ("vllm", "sglang")), server
 
 
 @pytest.mark.parametrize("section", ["Batching", "Context length", "Quantization"])

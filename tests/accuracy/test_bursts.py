@@ -1,0 +1,142 @@
+"""planner/accuracy/bursts.py and the burst mapping of serving_rows.py: every request of a `vllm bench serve` run sent
+at once with no concurrency limit, timed by the serving simulator in `planner accuracy --data`."""
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from planner.accuracy import bursts, external
+from planner.accuracy.serving_rows import BURST_NOT_FITTED, map_serving_rows, serving_runtime
+
+HEADER = ["source_id", "hardware", "hardware_detail", "framework", "model", "params_b", "weight_format", "kv_dtype",
+          "batch", "input_len", "output_len", "metric", "value", "unit", "notes"]
+BURST_FW = ("vLLM v0.11.0; serve: vllm serve Qwen/Qwen3-14B; bench: vllm bench serve --dataset-name random, request "
+            "rate inf (all prompts at once), no max concurrency")
+
+
+def _row(metric, value, unit="ms", batch=64, prompt=2000, output=100, fw=BURST_FW, notes="dataset: random",
+         model="Qwen/Qwen3-14B", detail="1 x NVIDIA H100 SXM, TP1"):
+    return ["my_bursts", "NVIDIA H100 SXM", detail, fw, model, 14.8, "bf16", "", batch, prompt, output, metric, value,
+            unit, notes]
+
+
+def _frame(rows):
+    import pandas as pd
+    return pd.DataFrame(rows, columns=HEADER)
+
+
+def test_a_burst_maps_to_the_simulator_and_stays_out_of_the_fit():
+    """A burst's TTFT, mean TPOT and throughput map with ttft_mode 'burst' (its lengths fixed for a random dataset,
+    'sharegpt' where the notes say so); its median ITL is listed (the simulator records no token gaps); the fit's
+    loader (bursts=False) lists every burst with BURST_NOT_FITTED."""
+    rows = [_row("ttft_ms", 20000.0), _row("tpot_ms", 150.0), _row("throughput_tok_s", 300.0, "output tok/s total"),
+            _row("itl_ms", 40.0), _row("ttft_ms", 9000.0, batch=1000, prompt=215, output=194,
+                                       notes="dataset: sharegpt (variable lengths)")]
+    mapped, unmapped = map_serving_rows(_frame(rows), "x.csv")
+    assert [r["ttft_mode"] for r in mapped] == ["burst"] * 4
+    assert [r["lengths"] for r in mapped] == ["fixed", "fixed", "fixed", "sharegpt"]
+    assert [r["kind"] for r in mapped] == ["ttft", "tpot", "throughput", "ttft"]
+    assert len(unmapped) == 1 and "median inter-token latency of a burst" in unmapped[0]["reason"]
+    fit_mapped, fit_unmapped = map_serving_rows(_frame(rows), "x.csv", bursts=False)
+    assert fit_mapped == [] and [u["reason"] for u in fit_unmapped] == [BURST_NOT_FITTED] * 5
+
+
+def test_speculative_runs_and_engine_labels():
+    """A run with speculative decoding is listed, not timed as a plain one; a TensorRT-LLM or SGLang server measured
+    with `vllm bench serve` (both names in its label) is that engine's; "no speculative decoding" is not a draft."""
+    spec = _row("tpot_ms", 5.0, notes="speculative decoding: --speculative-algorithm EAGLE3")
+    plain = _row("tpot_ms", 5.0, notes="no speculative decoding, CUDA graphs on")
+    mapped, unmapped = map_serving_rows(_frame([spec, plain]), "x.csv")
+    assert len(mapped) == 1 and "speculative decoding" in unmapped[0]["reason"]
+    assert serving_runtime("TensorRT-LLM v1.2.0rc1; serve: trtllm-serve m; bench: vllm bench serve") == "trtllm"
+    assert serving_runtime("TensorRT-LLM v0.9.0 (gptSessionBenchmark)") is None  # a static batch: data.py's
+    assert serving_runtime("SGLang v0.5.3; serve: python3 -m sglang.launch_server; bench: vllm bench serve") == "sglang"
+    assert serving_runtime("vLLM v0.11.0; serve: vllm serve m") == "vllm"
+
+
+def test_burst_requests_fixed_and_sharegpt():
+    """Fixed lengths are the means exactly, arrivals 1 us apart; ShareGPT draws are lognormal about the means within
+    vLLM's ShareGPT filter: prompt <= 1,024 and prompt + output <= 2,048 (clipping can only lower the means: the
+    unclipped lognormal with mu = ln(mean) - sigma^2 / 2 has the requested mean, E = exp(mu + sigma^2 / 2))."""
+    r = bursts.burst_requests(5, 300, 40, "fixed")
+    assert r.prompt.tolist() == [300] * 5 and r.output.tolist() == [40] * 5
+    assert np.allclose(r.arrival_s, np.arange(5) * 1e-6)
+    s = bursts.burst_requests(20000, 215, 194, "sharegpt")
+    assert s.prompt.max() <= 1024 and (s.prompt + s.output).max() <= 2048 and s.output.min() >= 1
+    assert 0.85 * 215 < s.prompt.mean() <= 215 * 1.03 and 0.85 * 194 < s.output.mean() <= 194 * 1.03
+    cv = s.output.std() / s.output.mean()  # sigma 0.8: sqrt(exp(0.64) - 1) = 0.95 before clipping
+    assert 0.7 < cv < 1.0
+    assert math.isclose(math.sqrt(math.exp(bursts.SHAREGPT_SIGMA ** 2) - 1), 0.947, abs_tol=0.001)
+
+
+def test_a_lone_request_burst_is_its_prefill_then_its_decode():
+    """One request of 1,000 + 50 tokens on an H100 under vLLM's defaults there (V1: 8,192 tokens and 1,024 sequences
+    per step): its TTFT is one prefill step of its whole prompt plus vLLM's 50 ms HTTP request path
+    (runtimes.REQUEST_PATH_MS), its TPOT the mean of its 49 decode steps at contexts 1,000 .. 1,048, and the
+    throughput 50 / (TTFT + 49 TPOT): the figures vllm bench serve defines, read from the simulator's trace and
+    checked against the engine's step model directly."""
+    from planner.architecture import load_model
+    from planner.hardware import load_hardware
+    from planner.serving.engine import build_engine, make_config
+
+    base = {"runtime": "vllm", "hardware": "h100-sxm", "weights": "bf16", "kv_dtype": "bf16", "tp": 1,
+            "model": "qwen3-8b", "batch": 1, "prompt": 1000, "output": 50, "lengths": "fixed", "work_div": 1.0}
+    ttft = bursts.simulate_burst({**base, "metric": "ttft_ms"})
+    tpot = bursts.simulate_burst({**base, "metric": "tpot_ms"})
+    thr = bursts.simulate_burst({**base, "metric": "throughput_tok_s"})
+    cfg = make_config(hardware="h100-sxm", weights="bf16", kv_dtype="bf16", runtime="vllm", engine="vllm")
+    assert (cfg.max_num_batched_tokens, cfg.max_num_seqs) == (8192, 1024)
+    sm = build_engine(load_model("qwen3-8b"), load_hardware("h100-sxm"), cfg, "auto", 1000, 1050).step_model
+    assert ttft == pytest.approx(sm.prefill_time([1000]) * 1e3 + 50.0, rel=1e-9)
+    assert tpot == pytest.approx(np.mean([sm.decode_time(1, 1000 + k) for k in range(49)]) * 1e3, rel=1e-4)
+    assert thr == pytest.approx(50 / ((ttft + 49 * tpot) / 1e3), rel=1e-6)
+
+
+def test_external_check_times_bursts_with_the_simulator(tmp_path):
+    """`planner accuracy --data` predicts a burst row with bursts.simulate_burst (the profile) and the datasheet
+    roofline, keeps the estimate's range around it, and lists a burst the model cannot fit with the reason."""
+    rows = [_row("throughput_tok_s", 300.0, "output tok/s total"),
+            _row("ttft_ms", 9000.0, model="DeepSeek-R1", detail="1 x NVIDIA H100 SXM, TP1")]
+    p = tmp_path / "b.csv"
+    with open(p, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(HEADER)
+        w.writerows(rows)
+    out = external.check([p])
+    res, un = out["results"], out["unmapped"]
+    assert len(res) == 1 and len(un) == 1 and "cannot run this burst" in un.iloc[0]["reason"]
+    r = res.iloc[0].to_dict()
+    assert r["pred"] == pytest.approx(bursts.simulate_burst(r), rel=1e-9)
+    assert r["pred_datasheet"] == pytest.approx(bursts.simulate_burst(r, "datasheet"), rel=1e-9)
+    assert r["pred_datasheet"] > r["pred"]  # the datasheet runs at 100% of every peak
+    assert r["low"] < r["pred"] < r["high"]
+
+
+def test_the_gpustack_pending_set_maps_through_the_simulator():
+    """data/pending/gpustack_performance_lab_2025-2026.csv (README there): every row maps to a finite positive
+    prediction or is listed with one of the reasons its README names."""
+    path = Path(__file__).resolve().parents[2] / "data" / "pending" / "gpustack_performance_lab_2025-2026.csv"
+    out = external.check([path])
+    res, un = out["results"], out["unmapped"]
+    assert len(res) + len(un) == 996 and len(res) > 600
+    assert np.isfinite(res["pred"]).all() and (res["pred"] > 0).all() and not res["in_fit"].any()
+    known = ("median inter-token latency of a burst", "speculative decoding", "data-parallel attention",
+             "data-parallel replicas", "cannot run this burst")
+    assert un["reason"].map(lambda x: any(k in x for k in known)).all()
+
+
+def test_a_served_ttft_carries_the_request_path_and_an_offline_one_does_not():
+    """predict.served_request_path_s: a TTFT measured through an engine's HTTP server (ttft_mode single, queue or
+    burst) holds the server's request path (vLLM 50 ms, SGLang 18, runtimes.REQUEST_PATH_MS); a static batch's
+    (LMDeploy profile_generation, gptSessionBenchmark: mode batch) and every other kind hold none."""
+    from planner.accuracy.predict import served_request_path_s
+
+    assert served_request_path_s({"kind": "ttft", "ttft_mode": "single", "runtime": "vllm"}) == pytest.approx(0.05)
+    assert served_request_path_s({"kind": "ttft", "ttft_mode": "queue", "runtime": "sglang"}) == pytest.approx(0.018)
+    assert served_request_path_s({"kind": "ttft", "ttft_mode": "batch", "runtime": "lmdeploy"}) == 0.0
+    assert served_request_path_s({"kind": "ttft", "ttft_mode": "batch", "runtime": "trtllm"}) == 0.0
+    assert served_request_path_s({"kind": "tpot", "ttft_mode": "single", "runtime": "vllm"}) == 0.0
+    assert served_request_path_s({"kind": "ttft", "ttft_mode": "single", "runtime": "exllamav2"}) == 0.0
