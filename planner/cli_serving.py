@@ -216,6 +216,9 @@ def register(sub) -> None:
     p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--max-rate", action="store_true", help="search the highest request rate that meets "
                    "--ttft-ms and --tpot-ms at --percentile (Server), beside the Offline throughput")
+    p.add_argument("--burst", action="store_true", help="every request arrives at once (vllm bench serve's default: "
+                   "--request-rate inf, no --max-concurrency): --requests of them (default 1000), none left out "
+                   "as warm-up; throughput = output tokens / the run's span")
     p.add_argument("--ttft-ms", type=_ms, default=None, help="TTFT limit for --max-rate (default: the scenario's)")
     p.add_argument("--tpot-ms", type=_ms, default=None, help="TPOT limit for --max-rate (default: the scenario's)")
     p.add_argument("--percentile", type=int, choices=(50, 90, 95, 99), default=95, help="for --max-rate")
@@ -376,6 +379,11 @@ def _cmd_simulate(args) -> int:
     from .serving import get_scenario, make_config, simulate
     from .serving.engine import max_rate
 
+    from .errors import PlannerError
+
+    if args.burst and (args.max_rate or args.qps is not None):
+        raise PlannerError("--burst: every request arrives at once, so it takes no --qps and no --max-rate; drop "
+                           + ("--max-rate" if args.max_rate else "--qps"))
     sc = get_scenario(args.scenario).with_overrides(qps=args.qps, trace=args.trace)
     # scheduler flags left out (None) take the engine's own defaults on this device (ServingConfig)
     cfg = make_config(hardware=args.hardware, weights=args.weights, kv_dtype=args.kv_dtype, tp=args.tp, pp=args.pp,
@@ -409,7 +417,8 @@ def _cmd_simulate(args) -> int:
         print(f"(bisection over the rate to {r['precision']:.0%}, {r['requests_per_probe']:,} requests per engine "
               f"and probe; Offline bounds the search)")
         return 0
-    res = simulate(args.model, cfg, sc.workload, args.requests or 5000, args.seed, _eff(args))
+    res = simulate(args.model, cfg, sc.workload, args.requests or (1000 if args.burst else 5000), args.seed, _eff(args),
+                   burst=args.burst)
     if args.json:
         print(_dump(res.to_dict() | {"fits": True}))
         return 0
@@ -428,7 +437,9 @@ def _cmd_simulate(args) -> int:
     tr = t.get("requests_per_s_range")
     print(f"  throughput: {t['requests_per_s']:,.2f} req/s"
           + (f" (p10-p90 {tr[0]:,.2f}-{tr[1]:,.2f})" if tr else "")
-          + f", {t['output_tokens_per_s']:,.0f} output tok/s (offered {t['offered_requests_per_s']:g} req/s)")
+          + f", {t['output_tokens_per_s']:,.0f} output tok/s"
+          + (f" (offered {t['offered_requests_per_s']:g} req/s)" if t["offered_requests_per_s"] is not None else
+             " (all at once: over the run's span)"))
     print(f"  batch: {s['mean_running']:.1f} sequences running on average (Little's law), "
           f"{s['mean_batch_busy']:.1f} while busy, {s['max_running']} at most; busy {s['busy_fraction']:.0%}; "
           f"{s['steps']:,} steps; rejected {s['rejected']}")

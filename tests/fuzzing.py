@@ -221,6 +221,10 @@ def gen_argv(rng: random.Random, tmp: Path, command: str | None = None) -> list[
         for flag in ("--chunked-prefill", "--json"):
             if rng.random() < 0.4:
                 a.append(flag)
+        if rng.random() < 0.25:
+            a.append("--burst")
+        if rng.random() < 0.15:
+            a += ["--runtime", _pick(rng, ["vllm", "sglang", "trtllm", "llamacpp", "tgi"])]
     elif cmd == "batching":
         a += ["-m", model(), "-H", hw()]
         if rng.random() < 0.6:

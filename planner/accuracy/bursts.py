@@ -29,12 +29,11 @@ import numpy as np
 SHAREGPT_SIGMA = 0.8       # spread of ln(length): a coefficient of variation of ~0.95, near an exponential's 1 (chosen)
 SHAREGPT_MAX_PROMPT = 1024  # vLLM benchmarks/benchmark_dataset.py ShareGPT filter: prompt_len > 1024 is skipped
 SHAREGPT_MAX_TOTAL = 2048   # ... and prompt_len + output_len > 2048
-BURST_QPS = 1e6             # arrivals 1 us apart: 1,000 requests inside a millisecond, before the first step ends
 SEED = 0
 
 
 def burst_requests(n: int, prompt: int, output: int, lengths: str, seed: int = SEED):
-    """The n requests of a burst (module docstring): arrival times and lengths."""
+    """The n requests of a burst (module docstring), all arriving at t = 0 (Requests.at_once)."""
     from ..serving.workload import Requests
 
     if lengths == "sharegpt":
@@ -48,7 +47,7 @@ def burst_requests(n: int, prompt: int, output: int, lengths: str, seed: int = S
         o = np.minimum(draw(output, SHAREGPT_MAX_TOTAL), SHAREGPT_MAX_TOTAL - p)
     else:
         p, o = np.full(n, int(prompt), dtype=np.int64), np.full(n, int(output), dtype=np.int64)
-    return Requests(np.arange(n, dtype=np.float64) / BURST_QPS, p, np.maximum(o, 1))
+    return Requests(np.zeros(n), p, np.maximum(o, 1))  # all at t = 0, as Requests.at_once and simulate --burst
 
 
 def simulate_burst(r: dict, efficiency="auto") -> float:

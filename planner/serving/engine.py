@@ -304,9 +304,11 @@ def _ranges(lo: dict, hi: dict) -> dict:
 
 def simulate(model, config: ServingConfig | dict, workload: Workload, n_requests: int = 2000, seed: int = 0,
              efficiency="auto", warmup_fraction: float = 0.1, engine: Engine | None = None,
-             ranges: bool = True) -> SimulationResult:
+             ranges: bool = True, burst: bool = False) -> SimulationResult:
     """Simulate one engine of the deployment on its share of the workload (n_requests of them); with `ranges`,
-    also at the two ends of the speed interval (module docstring) -> result.summary['range']."""
+    also at the two ends of the speed interval (module docstring) -> result.summary['range']. burst: the requests
+    (the workload's lengths) all arrive at t = 0 and none is left out as warm-up: `vllm bench serve` with its
+    default --request-rate inf and no --max-concurrency; the throughput is then output tokens / the run's span."""
     from ..architecture import load_model
     from ..hardware import load_hardware
     from .workload import check_requests
@@ -316,6 +318,8 @@ def simulate(model, config: ServingConfig | dict, workload: Workload, n_requests
     cfg = config if isinstance(config, ServingConfig) else make_config(**config)
     spec = load_hardware(cfg.hardware)
     reqs = engine_requests(workload, cfg.engines, n_requests, seed)
+    if burst:
+        reqs, warmup_fraction = reqs.at_once(), 0.0
     eng = engine or build_engine(m, spec, cfg, efficiency, int(reqs.prompt.max()), int((reqs.prompt + reqs.output).max()))
     tr = run_engine(eng.step_model, reqs, eng.limits)
     s = summarize(tr, warmup_fraction)
@@ -330,11 +334,13 @@ def simulate(model, config: ServingConfig | dict, workload: Workload, n_requests
     totals = {"gpus": cfg.gpus, "engines": cfg.engines,
               "requests_per_s": s["requests_per_s"] * cfg.engines,
               "output_tokens_per_s": s["output_tokens_per_s"] * cfg.engines,
-              "offered_requests_per_s": workload.qps}
+              "offered_requests_per_s": None if burst else workload.qps}
     if s["range"]:
         for k in ("requests_per_s", "output_tokens_per_s"):
             totals[f"{k}_range"] = [v * cfg.engines for v in s["range"][k]]
-    return SimulationResult(m.name, cfg, workload.describe(), s, totals, eng.memory.verdict, eng.limits.kv_pool_tokens,
+    what = (f"a burst of {len(reqs):,} requests at once (per engine), " + workload.describe().split(", ", 1)[-1]
+            if burst else workload.describe())
+    return SimulationResult(m.name, cfg, what, s, totals, eng.memory.verdict, eng.limits.kv_pool_tokens,
                             tr)
 
 
@@ -359,8 +365,7 @@ def offline_throughput(m, spec, cfg: ServingConfig, workload: Workload, n_reques
     once, it is completed / time to finish them all. One engine; x engines for a deployment."""
     reqs = engine_requests(workload, cfg.engines, n_requests, seed)
     eng = engine or build_engine(m, spec, cfg, efficiency, int(reqs.prompt.max()), int((reqs.prompt + reqs.output).max()))
-    burst = Requests(np.zeros(len(reqs)), reqs.prompt, reqs.output)
-    tr = run_engine(eng.step_model, burst, eng.limits)
+    tr = run_engine(eng.step_model, reqs.at_once(), eng.limits)
     s = summarize(tr, 0.0)
     ok = np.isfinite(tr.finish_s)
     t_a = float(np.max(tr.admit_s[ok])) if ok.any() else 0.0

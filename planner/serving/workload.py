@@ -116,6 +116,11 @@ class Requests:
             return self
         return Requests(self.arrival_s[::replicas], self.prompt[::replicas], self.output[::replicas])
 
+    def at_once(self) -> "Requests":
+        """The same requests all arriving at t = 0: a burst (`vllm bench serve`'s default, --request-rate inf with
+        no concurrency limit) or MLPerf's Offline scenario."""
+        return Requests(np.zeros(len(self)), self.prompt, self.output)
+
     @property
     def rate_per_s(self) -> float:
         span = float(self.arrival_s[-1] - self.arrival_s[0]) if len(self) > 1 else 0.0

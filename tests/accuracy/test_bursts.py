@@ -58,12 +58,12 @@ def test_speculative_runs_and_engine_labels():
 
 
 def test_burst_requests_fixed_and_sharegpt():
-    """Fixed lengths are the means exactly, arrivals 1 us apart; ShareGPT draws are lognormal about the means within
+    """Fixed lengths are the means exactly, all arriving at t = 0; ShareGPT draws are lognormal about the means within
     vLLM's ShareGPT filter: prompt <= 1,024 and prompt + output <= 2,048 (clipping can only lower the means: the
     unclipped lognormal with mu = ln(mean) - sigma^2 / 2 has the requested mean, E = exp(mu + sigma^2 / 2))."""
     r = bursts.burst_requests(5, 300, 40, "fixed")
     assert r.prompt.tolist() == [300] * 5 and r.output.tolist() == [40] * 5
-    assert np.allclose(r.arrival_s, np.arange(5) * 1e-6)
+    assert r.arrival_s.tolist() == [0.0] * 5
     s = bursts.burst_requests(20000, 215, 194, "sharegpt")
     assert s.prompt.max() <= 1024 and (s.prompt + s.output).max() <= 2048 and s.output.min() >= 1
     assert 0.85 * 215 < s.prompt.mean() <= 215 * 1.03 and 0.85 * 194 < s.output.mean() <= 194 * 1.03

@@ -129,3 +129,32 @@ def test_the_servers_request_path_adds_to_ttft_and_end_to_end_only():
     # no engine named: no server path (the planner's generic scheduler)
     plain = build_engine(load_model(MODEL), load_hardware(HW), make_config(hardware=HW, weights="bf16"))
     assert plain.limits.request_path_s == 0.0
+
+
+def test_a_burst_arrives_at_once_and_counts_every_request():
+    """simulate(burst=True) / `planner simulate --burst`: the workload's requests all arrive at t = 0 and none is
+    left out as warm-up: with one sequence at a time (max_num_seqs 1) and fixed lengths, request i waits for the i
+    before it, so the mean TTFT is the prefill + (N - 1) / 2 whole services (prefill + O - 1 decode steps), and the
+    throughput is N x O / (N services)."""
+    from planner.serving import simulate
+
+    N = 40
+    D, ttft_ms = _service_time_s()
+    cfg = {"hardware": HW, "weights": "bf16", "max_num_seqs": 1, "max_num_batched_tokens": 8192,
+           "chunked_prefill": False}
+    w = make_workload(5.0, {"kind": "fixed", "mean": P}, {"kind": "fixed", "mean": O})
+    r = simulate(MODEL, cfg, w, N, burst=True, ranges=False)
+    s = r.summary
+    assert s["requests"] == N and r.totals["offered_requests_per_s"] is None and r.workload.startswith("a burst of 40")
+    assert s["ttft_ms"]["mean"] == pytest.approx(ttft_ms + (N - 1) / 2 * D * 1e3, rel=1e-4)
+    assert s["output_tokens_per_s"] == pytest.approx(N * O / (N * D), rel=1e-4)
+
+
+def test_simulate_cli_burst(capsys):
+    from planner.cli import main
+
+    assert main(["simulate", "-m", MODEL, "-H", HW, "-w", "bf16", "--burst", "--requests", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "a burst of 200 requests at once" in out and "all at once: over the run's span" in out
+    assert main(["simulate", "-m", MODEL, "-H", HW, "--burst", "--qps", "3"]) == 2
+    assert "--burst: every request arrives at once" in capsys.readouterr().err
