@@ -371,7 +371,7 @@ def map_serving_row(r: dict, hw_known: set, models_known: set, run_output_tok_s:
     extra = {}
     if burst and not bursts:
         return None, BURST_NOT_FITTED
-    if burst:  # predicted by the serving simulator (module docstring, external.burst_predictions)
+    if burst:  # timed by the serving simulator in `planner accuracy --data` (module docstring, bursts.py)
         if metric == "itl_ms":
             return None, ("median inter-token latency of a burst: the simulator that times bursts records no gaps "
                           "between a request's tokens (the run's mean TTFT, mean TPOT and throughput are mapped)")
