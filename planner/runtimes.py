@@ -43,8 +43,10 @@ from .hardware import ID_PATTERN, SPECS_DIR, ComputeUnit, Efficiency, HardwareSp
 from .io import read_yaml, validated
 
 RUNTIMES_DIR = Path(os.environ.get("PLANNER_RUNTIMES_DIR", SPECS_DIR / "runtimes"))
-Regime = Literal["decode", "prefill", "throughput", "decode_multi_gpu", "prefill_multi_gpu", "throughput_multi_gpu"]
+Regime = Literal["decode", "prefill", "throughput", "decode_multi_gpu", "prefill_multi_gpu", "throughput_multi_gpu",
+                 "decode_moe", "prefill_moe", "throughput_moe"]
 MULTI_GPU_SUFFIX = "_multi_gpu"  # an interval for tensor-parallel groups (planner/accuracy/benchmark.profile_intervals)
+MOE_SUFFIX = "_moe"  # an interval for mixture-of-experts models (the same)
 REGIMES: tuple[str, ...] = ("decode", "prefill", "throughput")
 _ALIASES = {"llama.cpp": "llamacpp", "llama-cpp": "llamacpp", "tensorrt-llm": "trtllm", "trt-llm": "trtllm",
             "gptfast": "gpt-fast", "torch.compile": "gpt-fast", "vllm-rocm": "vllm", "vllm-cuda": "vllm",
@@ -266,7 +268,10 @@ def interval_regime(profile_class: RuntimeClass, stage: str, batch: int, moe: bo
     multi-GPU rows, never narrower than the key's own); without one it is widened x EXTRAPOLATION_WIDEN when the
     class's fit had no tensor-parallel row. Widened x EXTRAPOLATION_WIDEN (each) for a mixture-of-experts model when
     the fit had no such row, and for a model with an architecture trait (ModelArch.traits: sliding-window, SSM,
-    linear attention, MLA, ...) that none of the fitted models has (extrapolating outside the fit)."""
+    linear attention, MLA, ...) that none of the fitted models has (extrapolating outside the fit). A mixture-of-
+    experts model takes the key's '_moe' interval where the profile has one (MoE rows' own cross-validated
+    residuals, never narrower than the key's), the wider of it and the '_multi_gpu' one in a tensor-parallel
+    group."""
     iv = profile_class.intervals
     key = interval_key(iv, "prefill" if stage == "prefill" else "decode" if batch == 1 else "throughput")
     if key is None:
@@ -274,12 +279,16 @@ def interval_regime(profile_class: RuntimeClass, stage: str, batch: int, moe: bo
     out = iv[key]
     fit = profile_class.fit
     factor = 1.0
-    if moe and (fit is None or fit.moe_rows == 0):
+    if moe and key + MOE_SUFFIX in iv:
+        out = iv[key + MOE_SUFFIX]
+    elif moe and (fit is None or fit.moe_rows == 0):
         factor *= EXTRAPOLATION_WIDEN
     if traits and fit is not None and fit.traits and not set(traits) <= set(fit.traits):
         factor *= EXTRAPOLATION_WIDEN
     if multi_gpu and key + MULTI_GPU_SUFFIX in iv:
-        out = iv[key + MULTI_GPU_SUFFIX]
+        mg = iv[key + MULTI_GPU_SUFFIX]
+        out = mg if out is iv[key] else Interval(p10=min(out.p10, mg.p10), p90=max(out.p90, mg.p90),
+                                                  rows=max(out.rows, mg.rows))
     elif multi_gpu and (fit is None or fit.multi_gpu_rows == 0):
         factor *= EXTRAPOLATION_WIDEN
     return out if factor == 1.0 else widen(out, factor)

@@ -361,6 +361,11 @@ def production_fits(df, d: Design) -> dict:
     return out
 
 
+def _moe(frame) -> np.ndarray:
+    """Per row: a mixture-of-experts model (the `moe` column _add_units writes; False where a frame has none)."""
+    return frame["moe"].to_numpy(dtype=bool) if "moe" in frame else np.zeros(len(frame), dtype=bool)
+
+
 def _spread(pool) -> bool:
     """Whether LOSO residuals show a spread: >= MIN_INTERVAL_ROWS rows of >= MIN_INTERVAL_SOURCES sources."""
     return len(pool) >= MIN_INTERVAL_ROWS and pool["source"].nunique() >= MIN_INTERVAL_SOURCES
@@ -392,8 +397,11 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
     2025-07 vLLM-ROCm dev-docker source held out, its AMD range from the 2025-01 one and dstack's 0.6.3 (both
     slower than the fit) had been 0.38-1.00: 22% of its rows, which ran 1.09x faster, inside.
     '<key>_multi_gpu' (runtimes.MULTI_GPU_SUFFIX): the same from the rows of tensor-parallel groups, kept only
-    where they are >= MIN_INTERVAL_ROWS, as [min p10, max p90] of the two (as loso_intervals)."""
-    from ..runtimes import MULTI_GPU_SUFFIX
+    where they are >= MIN_INTERVAL_ROWS, as [min p10, max p90] of the two (as loso_intervals). '<key>_moe'
+    (runtimes.MOE_SUFFIX): the same from the pool's mixture-of-experts rows where they spread (_spread), else from
+    every engine's own-fit MoE rows in the key: the issue's dense-vs-MoE ranges from cross-validated residuals
+    (session 36: the MoE prefill ranges held 54% of held-out rows with the dense key's spread)."""
+    from ..runtimes import MOE_SUFFIX, MULTI_GPU_SUFFIX
 
     ok = res[res["anomalous"] == ""]
     keys = interval_keys(ok)
@@ -443,6 +451,12 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
         if len(multi) >= MIN_INTERVAL_ROWS:
             lo, hi = _quantiles(np.log(multi["ratio"].to_numpy()), multi["source"].to_numpy())
             out[key + MULTI_GPU_SUFFIX] = (min(lo, out[key][0]), max(hi, out[key][1]), int(len(multi)))
+        # mixture-of-experts models: the pool's MoE rows where they spread over sources, else every engine's own
+        # fits' MoE rows in the key (a MoE prediction errs as MoE predictions do: routing, grouped GEMMs)
+        moe = next((p for p in (pool[_moe(pool)], engine_fits[_moe(engine_fits)]) if _spread(p)), None)
+        if moe is not None:
+            lo, hi = _quantiles(np.log(moe["ratio"].to_numpy()), moe["source"].to_numpy())
+            out[key + MOE_SUFFIX] = (min(lo, out[key][0]), max(hi, out[key][1]), int(len(moe)))
     text = ("leave-one-source-out residuals: " + " and ".join(
         {"class": f"the engine's own rows on {cls}", "own": "the engine's own rows (every hardware class)",
          "extrapolated": "rows predicted without their engine's data (extrapolation range)",
@@ -465,7 +479,7 @@ def profile_range_loso(res) -> tuple[np.ndarray, np.ndarray]:
     runtimes.interval_regime picks it), the key's '_multi_gpu' one for a tensor-parallel row; without
     the MoE / architecture-trait widening), drawn from the LOSO residuals of every *other* source: whether the
     ranges users see hold on a source they were not drawn from. NaN for an anomalous row or where no range exists."""
-    from ..runtimes import MULTI_GPU_SUFFIX, interval_key
+    from ..runtimes import MOE_SUFFIX, MULTI_GPU_SUFFIX, interval_key
 
     n = len(res)
     lo, hi = np.full(n, np.nan), np.full(n, np.nan)
@@ -477,13 +491,15 @@ def profile_range_loso(res) -> tuple[np.ndarray, np.ndarray]:
         rows = res[ok & (res["source"] == src).to_numpy()]
         for (rt, cls), g in rows.groupby(["runtime", "hw_class"]):
             ivs, _ = profile_intervals(rest, rt, cls)
-            for ix, tp in zip(g.index, g["tp"]):
+            for ix, tp, moe in zip(g.index, g["tp"], _moe(g)):
                 k = interval_key(ivs, key[pos[ix]])
                 if k is None:
                     continue
+                # as runtimes.interval_regime: the MoE key for a MoE model, widened to the multi-GPU key in a group
+                got = [ivs[k + MOE_SUFFIX] if moe and k + MOE_SUFFIX in ivs else ivs[k]]
                 if tp > 1 and k + MULTI_GPU_SUFFIX in ivs:
-                    k += MULTI_GPU_SUFFIX
-                lo[pos[ix]], hi[pos[ix]] = ivs[k][0], ivs[k][1]
+                    got.append(ivs[k + MULTI_GPU_SUFFIX])
+                lo[pos[ix]], hi[pos[ix]] = min(x[0] for x in got), max(x[1] for x in got)
     return lo, hi
 
 

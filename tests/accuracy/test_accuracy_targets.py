@@ -241,15 +241,20 @@ def test_engine_without_runtime_uses_the_engine_profile(capsys):
 
 
 def test_ranges_widen_when_extrapolating_outside_the_fit():
-    """A class whose fit had no MoE (or no multi-GPU) row widens its range x1.3 in log space around the geometric
-    centre c = sqrt(p10 p90): p10' = c (p10/c)^1.3. Both: x1.3^2."""
+    """A mixture-of-experts model takes the profile's '_moe' interval, drawn from MoE rows' cross-validated
+    residuals (LMDeploy's A100 class has no MoE row: every engine's own-fit MoE rows, benchmark.profile_intervals),
+    never narrower than the dense key's. A class without one whose fit had no MoE (or no multi-GPU) row widens its
+    range x1.3 in log space around the geometric centre c = sqrt(p10 p90): p10' = c (p10/c)^1.3. Both: x1.3^2."""
     from planner.runtimes import EXTRAPOLATION_WIDEN, Interval, interval_regime, load_runtime
     from planner.hardware import load_hardware
     spec = load_hardware("a100-80gb-sxm")
     pc = load_runtime("lmdeploy").for_unit(spec, spec.unit("gpu"))   # A100 rows, dense Llama only, TP 1 and 4
     assert pc.fit.moe_rows == 0 and pc.fit.multi_gpu_rows > 0
     base = interval_regime(pc, "decode", 8)
-    wide = interval_regime(pc, "decode", 8, moe=True)
+    moe_iv = interval_regime(pc, "decode", 8, moe=True)
+    assert moe_iv == pc.intervals["throughput_moe"] and moe_iv.p10 <= base.p10 and moe_iv.p90 >= base.p90
+    dense_only = pc.model_copy(update={"intervals": {k: v for k, v in pc.intervals.items() if not k.endswith("_moe")}})
+    wide = interval_regime(dense_only, "decode", 8, moe=True)
     c = (base.p10 * base.p90) ** 0.5
     assert wide.p10 == pytest.approx(c * (base.p10 / c) ** EXTRAPOLATION_WIDEN)
     assert wide.p90 == pytest.approx(c * (base.p90 / c) ** EXTRAPOLATION_WIDEN)
@@ -260,8 +265,11 @@ def test_ranges_widen_when_extrapolating_outside_the_fit():
     from planner.estimate import estimate
     e = estimate("qwen3-30b-a3b", "a100-80gb-sxm", "fp16", batch=8, prompt=512, output=128, runtime="lmdeploy")
     assert e.memory.fits
-    assert e.decode.tokens_per_s_total_low == pytest.approx(e.decode.tokens_per_s_total * wide.p10)
+    assert e.decode.tokens_per_s_total_low == pytest.approx(e.decode.tokens_per_s_total * moe_iv.p10)
     assert isinstance(wide, Interval)
+    # a MoE model in a tensor-parallel group: the wider of the MoE and multi-GPU intervals
+    both = interval_regime(pc, "decode", 8, moe=True, multi_gpu=True)
+    assert (both.p10, both.p90) == (min(moe_iv.p10, multi.p10), max(moe_iv.p90, multi.p90))
 
 
 def test_committed_report_is_what_the_model_computes(results):

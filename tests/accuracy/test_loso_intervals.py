@@ -76,6 +76,26 @@ def test_profile_intervals_are_measured_over_predicted_speed():
     assert lo == pytest.approx(0.5, rel=0.2) and hi == pytest.approx(2.0, rel=0.2) and lo < 1 < hi
 
 
+def test_moe_rows_get_a_range_of_their_own():
+    """The issue's dense-vs-MoE ranges: an engine's 12 dense rows ran exactly as predicted (ratio 1) and its 12 MoE
+    rows of two sources 2x slower and 1.25x faster: the prefill key stays [1, 1] while 'prefill_moe' is [min p10, max
+    p90] of the MoE rows' range and the key's, about [0.5, 1.25]; an engine with no MoE row of its own takes every
+    engine's own-fit MoE rows (here the same 12), and none at all when fewer than MIN_INTERVAL_ROWS MoE rows exist."""
+    from planner.accuracy.benchmark import profile_intervals
+
+    dense = pd.DataFrame({"source": ["A"] * 6 + ["B"] * 6, "runtime": "vllm", "regime": "prefill", "tp": 1,
+                          "anomalous": "", "level": "engine", "ratio": 1.0, "moe": False})
+    moe = pd.DataFrame({"source": ["C"] * 6 + ["D"] * 6, "runtime": "vllm", "regime": "prefill", "tp": 1,
+                        "anomalous": "", "level": "engine", "ratio": np.r_[[0.5] * 6, [1.25] * 6], "moe": True})
+    iv, _ = profile_intervals(pd.concat([dense, moe], ignore_index=True), "vllm")
+    lo, hi, n = iv["prefill_moe"]
+    assert n == 12 and lo == pytest.approx(0.5, rel=0.1) and hi == pytest.approx(1.25, rel=0.1)
+    assert iv["prefill"][0] <= 1.0 <= iv["prefill"][1]
+    other = pd.concat([dense.assign(runtime="sglang"), moe], ignore_index=True)  # sglang: dense rows only
+    assert profile_intervals(other, "sglang")[0]["prefill_moe"][2] == 12
+    assert "prefill_moe" not in profile_intervals(pd.concat([dense, moe.head(4)], ignore_index=True), "vllm")[0]
+
+
 def test_a_thin_class_range_spans_the_engine_elsewhere_and_the_extrapolation_range():
     """An engine measured on one hardware class only (12 rows on amd-gpu, every one 2x slower than predicted: ratio
     0.5) and predicted on nvidia-gpu, where it has no row: the nvidia range is [min p10, max p90] of the engine's own
