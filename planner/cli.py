@@ -99,7 +99,7 @@ def add_engine_memory_args(p: argparse.ArgumentParser) -> None:
                    "mem_fraction_static (0.88), TensorRT-LLM free_gpu_memory_fraction (0.9)")
     g.add_argument("--max-model-len", type=positive_int, default=None, help="vLLM max_model_len (model maximum)")
     g.add_argument("--max-num-batched-tokens", type=positive_int, default=None,
-                   help=f"tokens per step = the prefill chunk ({TOKENS_HELP}; TRT-LLM 8192; llama.cpp n_ubatch 512)")
+                   help=f"tokens per step = the prefill chunk ({TOKENS_HELP}; llama.cpp n_ubatch 512)")
     g.add_argument("--max-num-seqs", type=positive_int, default=None, help=f"vLLM max_num_seqs ({SEQS_HELP})")
     g.add_argument("--block-size", type=int, choices=VLLM_BLOCK_SIZES, default=None, metavar="{1,8,...,128}",
                    help="vLLM KV block size in tokens (16); vLLM takes 1, 8, 16, 32, 64 or 128 (CacheConfig)")

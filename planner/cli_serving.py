@@ -377,7 +377,7 @@ def _rng(r, key, fmt) -> str:
 
 def _cmd_simulate(args) -> int:
     from .serving import get_scenario, make_config, simulate
-    from .serving.engine import max_rate
+    from .serving.engine import config_step_policy, max_rate
 
     from .errors import PlannerError
 
@@ -426,7 +426,8 @@ def _cmd_simulate(args) -> int:
     rg = s.get("range")
     print(f"{res.model} on {cfg.replicas} x (tp {cfg.tp} x pp {cfg.pp}) {cfg.hardware}, {cfg.weights}, "
           f"KV {cfg.kv_dtype}; max_num_seqs {cfg.max_num_seqs}, {cfg.max_num_batched_tokens} tokens/step"
-          + (", chunked prefill" if cfg.chunked_prefill else "") + f" ({cfg.scheduler_source})"
+          + (", chunked prefill" if cfg.chunked_prefill else "") + f" ({cfg.scheduler_source}; "
+          f"{config_step_policy(cfg).source})"
           + (f"; runtime {cfg.runtime}" if cfg.runtime else "") + (f"; engine {cfg.engine}" if cfg.engine != "none" else ""))
     print(f"workload: {res.workload}; one engine simulated with {s['requests']:,} requests "
           + (f"({cfg.engines} engines share the traffic)" if cfg.engines > 1 else "(a single engine)"))

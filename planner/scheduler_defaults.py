@@ -12,10 +12,23 @@ visible_or_marketed_gb, what the runtime reports as total device memory):
           1024, else 2048 and 256; max_num_seqs is at most max_num_batched_tokens.
   sglang  python/sglang/srt/server_args.py ServerArgs.__post_init__: chunked_prefill_size from the GPU memory in MiB:
           < 35 x 1024 -> 2048, < 160 x 1024 -> 8192 (H100, H200, A100), else 16384 (B200, MI300X); chunked prefill
-          is on (a size of -1 turns it off). Its running-request limit follows the KV pool (max_total_num_tokens),
-          which the simulator's KV pool bounds already: max_num_seqs keeps the planner's default.
-  others  (TensorRT-LLM, llama.cpp, none): the planner's defaults, PLANNER_DEFAULTS (vLLM V0's max_num_seqs 256 and
-          an 8,192-token step budget, whole prompts per step).
+          is on (a size of -1 turns it off). Its running-request limit follows the KV pool (model_runner: max_num_reqs
+          = min(max(pool / context_len x 512, 2048), 4096), then at most pool / 2): max_num_seqs is that rule's floor,
+          2,048, below which it never goes for a pool of 4,096 tokens or more; the pool binds first for any request
+          longer than pool / 2,048 tokens.
+  trtllm  TensorRT-LLM's LLM API / trtllm-serve (tensorrt_llm/llmapi/llm_args.py): max_batch_size 2048, max_num_tokens
+          8192, context chunking off (enable_chunked_prefill False).
+  others  (llama.cpp, none): the planner's defaults, PLANNER_DEFAULTS (vLLM V0's max_num_seqs 256 and an 8,192-token
+          step budget, whole prompts per step).
+
+How a step is built (step_policy; planner/serving/simulator.py runs it):
+  vllm    a step with prompt work carries every running decode with chunked prefill (V1, Sarathi-Serve), and runs
+          whole prompts alone without it (V0's prefill-first);
+  sglang  prefill steps of their own, before any decode (scheduler.get_next_batch_to_run, "Run prefill first if
+          possible"; --enable-mixed-chunk, off by default, would mix them);
+  trtllm  in-flight batching: whole prompts (context phase) beside every running decode (generation phase) in one
+          step, and the GUARANTEED_NO_EVICT capacity policy (the default; docs "Useful Runtime Options"): a request
+          starts only when the KV pool holds it to its last token, so none is ever paused.
 
 A flag the user gives always wins over these (resolve_scheduler).
 """
@@ -31,7 +44,9 @@ VLLM_LARGE = (8192, 1024)            # (max_num_batched_tokens, max_num_seqs) th
 VLLM_SMALL = (2048, 256)             # and below it, or on an A100
 SGLANG_TIERS_MIB = ((35 * 1024, 2048), (160 * 1024, 8192))  # gpu_mem < bound -> chunked_prefill_size
 SGLANG_LARGEST_CHUNK = 16384
-SCHEDULER_ENGINES = ("vllm", "sglang")  # engines whose own scheduler defaults this module knows
+SGLANG_MIN_RUNNING = 2048            # model_runner max_num_reqs floor: min(max(pool / context_len x 512, 2048), 4096)
+TRTLLM = (8192, 2048)                # llm_args: (max_num_tokens, max_batch_size)
+SCHEDULER_ENGINES = ("vllm", "sglang", "trtllm")  # engines whose own scheduler defaults this module knows
 
 
 @dataclass(frozen=True)
@@ -66,17 +81,44 @@ def sglang_defaults(spec) -> SchedulerDefaults:
     """SGLang server defaults on this device (module docstring)."""
     mib = device_memory_bytes(spec) / MIB
     chunk = next((size for bound, size in SGLANG_TIERS_MIB if mib < bound), SGLANG_LARGEST_CHUNK)
-    return SchedulerDefaults(PLANNER_DEFAULTS.max_num_seqs, chunk, True,
+    return SchedulerDefaults(min(SGLANG_MIN_RUNNING, chunk), chunk, True,
                              f"SGLang server defaults: chunked_prefill_size {chunk} at {mib / 1024:,.0f} GiB, "
-                             f"max_num_seqs the planner's (SGLang sizes it from the KV pool)")
+                             f"max_running_requests {SGLANG_MIN_RUNNING:,} (its KV-pool rule's floor)")
+
+
+def trtllm_defaults() -> SchedulerDefaults:
+    """TensorRT-LLM LLM API / trtllm-serve defaults (module docstring)."""
+    tokens, seqs = TRTLLM
+    return SchedulerDefaults(seqs, tokens, False, f"TensorRT-LLM defaults: max_batch_size {seqs:,}, max_num_tokens "
+                                                  f"{tokens:,}, no context chunking")
+
+
+@dataclass(frozen=True)
+class StepPolicy:
+    """How an engine builds a step (module docstring): whether prompt work rides beside the running decodes, and
+    whether admission reserves a request's whole output."""
+
+    mixed_prefill: bool
+    reserve_output: bool
+    source: str
+
+
+def step_policy(engine: str | None, chunked_prefill: bool) -> StepPolicy:
+    """The step-building rules of `engine` with chunked prefill on or off (module docstring)."""
+    if engine == "sglang":
+        return StepPolicy(False, False, "SGLang: prefill steps first, decodes wait (mixed chunks off)")
+    if engine == "trtllm":
+        return StepPolicy(True, True, "TensorRT-LLM: in-flight batching, GUARANTEED_NO_EVICT")
+    return StepPolicy(bool(chunked_prefill), False,
+                      "chunked prefill beside the decodes" if chunked_prefill else "whole prompts first, decodes wait")
 
 
 # the CLI's help for the flags these defaults fill (planner/cli.py, planner/cli_serving.py): the numbers above, once
-SEQS_HELP = (f"vLLM V1 serve: {VLLM_LARGE[1]} on >= 70 GiB devices other than A100, else {VLLM_SMALL[1]}; otherwise "
-             f"{PLANNER_DEFAULTS.max_num_seqs}")
+SEQS_HELP = (f"vLLM V1 serve: {VLLM_LARGE[1]} on >= 70 GiB devices other than A100, else {VLLM_SMALL[1]}; SGLang "
+             f"{SGLANG_MIN_RUNNING}; TensorRT-LLM {TRTLLM[1]}; otherwise {PLANNER_DEFAULTS.max_num_seqs}")
 TOKENS_HELP = (f"vLLM V1 serve: {VLLM_LARGE[0]} on >= 70 GiB devices other than A100, else {VLLM_SMALL[0]}; SGLang "
                f"chunked_prefill_size {'/'.join(str(s) for _, s in SGLANG_TIERS_MIB)}/{SGLANG_LARGEST_CHUNK} by "
-               f"device memory")
+               f"device memory; TensorRT-LLM max_num_tokens {TRTLLM[0]}")
 
 
 def scheduler_defaults(engine: str | None, spec) -> SchedulerDefaults:
@@ -86,6 +128,8 @@ def scheduler_defaults(engine: str | None, spec) -> SchedulerDefaults:
         return vllm_defaults(spec)
     if engine == "sglang":
         return sglang_defaults(spec)
+    if engine == "trtllm":
+        return trtllm_defaults()
     return PLANNER_DEFAULTS
 
 

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..errors import DoesNotFit, PlannerError, pydantic_one_line
 from ..runtimes import request_path_ms
+from ..scheduler_defaults import scheduler_engine, step_policy
 from .parallelism import check_tp, node_for
 from .simulator import EngineLimits, EngineTrace, run_engine, summarize
 from .step_model import ReplicaMemory, StepModel, replica_memory
@@ -236,12 +237,20 @@ def build_engine(m, spec, cfg: ServingConfig, efficiency="auto", max_prompt: int
     max_tokens = min(max(cfg.max_num_batched_tokens, max_prompt, cfg.max_num_seqs), STEP_TABLE_MAX_TOKENS)
     sm = StepModel.build(m, fmt, kvd, dev, cfg.tp, cfg.pp, node.intra_link() if cfg.tp > 1 else None,
                          node.inter_link() if cfg.pp > 1 else None, cfg.flash_attention, max_tokens)
+    policy = config_step_policy(cfg)
     lim = EngineLimits(kv_pool_tokens=mem.kv_pool_tokens // cfg.pp, max_num_seqs=cfg.max_num_seqs,
                        max_num_batched_tokens=cfg.max_num_batched_tokens, chunked_prefill=cfg.chunked_prefill,
+                       mixed_prefill=policy.mixed_prefill, reserve_output=policy.reserve_output,
                        block_size=cfg.block_size, preemption=cfg.preemption,
                        kv_bytes_per_token=mem.kv_bytes_per_token / kv_split(m, cfg.tp) / cfg.pp,
                        swap_gbs=swap_gbs(spec), request_path_s=request_path_ms(served_engine(cfg)) / 1e3)
     return Engine(sm, mem, lim)
+
+
+def config_step_policy(cfg: ServingConfig):
+    """How the deployment's scheduler builds a step (planner/scheduler_defaults.py step_policy): the engine whose
+    scheduler it runs, its --engine or a --runtime that names one, with its chunked prefill on or off."""
+    return step_policy(scheduler_engine(cfg.engine, cfg.runtime), cfg.chunked_prefill)
 
 
 def served_engine(cfg: ServingConfig) -> str | None:

@@ -267,13 +267,24 @@ class _Planner:
 
     def _sched(self, spec) -> tuple[int, bool]:
         """(tokens per step, chunked prefill) the engine runs on this device: the engine's own defaults where
-        --engine names vLLM or SGLang (planner/scheduler_defaults.py, as `planner simulate`), else the scenario's."""
+        --engine names vLLM, SGLang or TensorRT-LLM (planner/scheduler_defaults.py, as `planner simulate`), else the scenario's."""
         from ..scheduler_defaults import SCHEDULER_ENGINES, scheduler_defaults
 
         if self.engine_rule in SCHEDULER_ENGINES:
             d = scheduler_defaults(self.engine_rule, spec)
             return d.max_num_batched_tokens, d.chunked_prefill
         return self.budget, self.sc.chunked_prefill
+
+    def _limits(self, spec, c: _Cand, seqs: int, chunked: bool) -> EngineLimits:
+        """The scheduler one engine of candidate `c` runs: its budget and chunking (_sched), and how --engine builds
+        a step (scheduler_defaults.step_policy: SGLang's prefill steps apart, TensorRT-LLM's reserved outputs)."""
+        from ..scheduler_defaults import step_policy
+
+        budget, chunked_default = self._sched(spec)
+        chunked = chunked or chunked_default
+        policy = step_policy(self.engine_rule if self.engine_rule != "none" else None, chunked)
+        return EngineLimits(c.pool_tokens, seqs, budget, chunked, mixed_prefill=policy.mixed_prefill,
+                            reserve_output=policy.reserve_output, request_path_s=self.request_path_s)
 
     def _memory(self, spec, fmt, tp, pp):
         if self.engine_rule == "none":
@@ -367,9 +378,7 @@ class _Planner:
         sm = self._engine(spec, c)
         engines = replicas * c.pp
         n = max(100, self.n // 5) if screen else self.n
-        budget, chunked_default = self._sched(spec)
-        lim = EngineLimits(c.pool_tokens, seqs, budget, chunked or chunked_default,
-                           request_path_s=self.request_path_s)
+        lim = self._limits(spec, c, seqs, chunked)
         # a simulation is a pure function of (step model, requests, limits): run once per plan (the quantization
         # recommendation searches the chosen device again; a bisection may revisit a count)
         key = (spec.id, c.fmt.name, c.tp, c.pp, engines, n, lim, self.sc.workload)
@@ -401,9 +410,7 @@ class _Planner:
             return dict(row, ttft_p95_ms_range=None, tpot_p95_ms_range=None, range_source=None)
         sm = self._engine(spec, c)
         reqs = self._requests(row["replicas"] * c.pp, self.n)
-        budget, chunked_default = self._sched(spec)
-        lim = EngineLimits(c.pool_tokens, row["max_num_seqs"], budget, bool(row["chunked_prefill"]) or chunked_default,
-                           request_path_s=self.request_path_s)
+        lim = self._limits(spec, c, row["max_num_seqs"], bool(row["chunked_prefill"]))
         sm_slow, sm_fast = slow_fast(sm, iv)
         slow = summarize(run_engine(sm_slow, reqs, lim))
         fast = summarize(run_engine(sm_fast, reqs, lim))

@@ -22,6 +22,18 @@ running batch at step boundaries.
   * With chunked prefill (Sarathi-Serve, Agrawal et al., OSDI 2024; vLLM V1): each step carries one token of
     every running sequence plus prompt pieces filling the rest of the `max_num_batched_tokens` budget. A prompt's
     blocks are taken when it is admitted (V1 takes them chunk by chunk; the pool needed by the end is the same).
+  * Chunked prefill that does not mix (SGLang's default; `mixed_prefill=False`): prompt pieces of up to
+    `max_num_batched_tokens` (its chunked_prefill_size) run as steps of their own, before any decode step, while
+    a prompt is part done or a queued one can be admitted (scheduler.get_next_batch_to_run: "Run prefill first if
+    possible"; mixing is its --enable-mixed-chunk, off by default). The running sequences wait: under load their
+    TPOT carries every prefill admitted during their lifetime.
+  * Whole prompts beside the decodes (TensorRT-LLM's in-flight batching without context chunking;
+    `chunked_prefill=False, mixed_prefill=True`): a step carries one token of every running sequence and as many
+    whole queued prompts as fit in the rest of the budget (at least one where no prompt runs yet).
+  * Reserved outputs (TensorRT-LLM's GUARANTEED_NO_EVICT capacity policy, its default; `reserve_output=True`): a
+    request is admitted only when the pool holds its blocks to the last token (prompt + output - 1), counting
+    what the running requests still need; so no request is ever preempted. A request's max_tokens is its output
+    length here, as `vllm bench serve` sets it.
 Step times come from StepModel (the core cost model). Between scheduling events (an arrival that can be admitted,
 a completion, the step at which the free blocks run out) the running set is fixed, so runs of decode steps are
 advanced at once with their exact total time: that is what makes 100,000 requests take seconds. Blocks are counted
@@ -79,6 +91,14 @@ class EngineLimits:
     kv_bytes_per_token: float = 0.0
     swap_gbs: float = 0.0
     request_path_s: float = 0.0  # the engine's HTTP request path (runtimes.REQUEST_PATH_MS): in TTFT and end-to-end
+    mixed_prefill: bool | None = None  # a step carries the running decodes beside prompt work; None: = chunked_prefill
+    reserve_output: bool = False       # admission reserves the whole output's blocks (module docstring)
+
+    @property
+    def mixes(self) -> bool:
+        """Whether a step with prompt work also carries every running sequence's decode token (None: vLLM's rule,
+        V1 mixes its chunks, V0 prefills whole prompts alone)."""
+        return self.chunked_prefill if self.mixed_prefill is None else bool(self.mixed_prefill)
 
     def check(self):
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
@@ -216,6 +236,10 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
     cnt = [0] * bs          # decoding sequences by base mod block_size
     active: dict[int, None] = {}   # admitted and holding blocks, in admission order
     max_seqs, budget_tokens, chunked = lim.max_num_seqs, lim.max_num_batched_tokens, lim.chunked_prefill
+    mixed, reserve = lim.mixes, lim.reserve_output
+    piecewise = chunked or mixed   # steps built within the token budget (every policy but whole-prompt prefill steps)
+    # blocks a request still takes after its prompt's, to its last token: what reserve_output holds back for it
+    future = [w - -(-p // bs) for w, p in zip(whole, P0)] if reserve else [0] * n
 
     free = total
     now, nxt, D = 0.0, 0, 0
@@ -224,6 +248,7 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
     prefilling: deque[list[int]] = deque()   # [request, prompt tokens done]
     heap: list[tuple[int, int, int]] = []    # (decode counter at which it finishes, request, generation)
     b, sum_base = 0, 0
+    owed = 0                # reserve_output: blocks the admitted requests are still owed (held back from admission)
     steps, busy, bsum, maxrun = 0, 0.0, 0.0, 0
     recomputed, swapped_bytes = 0, 0.0
 
@@ -251,9 +276,10 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
         return base[i] + D
 
     def admit_one(i: int) -> None:
-        nonlocal free
+        nonlocal free, owed
         free -= -(-pre[i] // bs)
         held[i] = -(-pre[i] // bs)
+        owed += future[i]
         if math.isnan(admit[i]):
             admit[i] = now
         active[i] = None
@@ -327,6 +353,11 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
             t += preempt_latest()
         return t
 
+    def fits(i: int) -> bool:
+        """Request i's prompt blocks (and, reserving outputs, the rest to its last token) fit beside the watermark
+        and what the admitted requests are owed."""
+        return -(-pre[i] // bs) + future[i] <= free - wm - owed
+
     def advance(dt: float, resident: int) -> None:
         nonlocal now, busy, bsum
         now += dt
@@ -349,14 +380,13 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
             advance(held[i] * block_s, b + len(prefilling) + 1)   # the copy back stalls the engine
             held[i] = 0
             start_decoding(i, cached[i], rem[i])
-        can_admit = (not swapped and bool(waiting) and b + len(prefilling) < max_seqs
-                     and -(-pre[waiting[0]] // bs) <= free - wm)
+        can_admit = (not swapped and bool(waiting) and b + len(prefilling) < max_seqs and fits(waiting[0]))
 
-        if not chunked and can_admit:
+        if not piecewise and can_admit:
             batch, tokens = [], 0
             while waiting and b + len(batch) < max_seqs:
                 i = waiting[0]
-                if -(-pre[i] // bs) > free - wm or (batch and tokens + pre[i] > budget_tokens):
+                if not fits(i) or (batch and tokens + pre[i] > budget_tokens):
                     break
                 waiting.popleft()
                 batch.append(i)
@@ -373,13 +403,16 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
             maxrun = max(maxrun, b)
             continue
 
-        if chunked and (prefilling or can_admit):
-            stall = make_room()
-            if stall:
-                advance(stall, b + len(prefilling))
-            a = cnt[(-D) % bs] if b else 0
-            free -= a
-            room = budget_tokens - b
+        if piecewise and (prefilling or can_admit):
+            a = 0
+            if mixed and b:
+                stall = make_room()
+                if stall:
+                    advance(stall, b + len(prefilling))
+                a = cnt[(-D) % bs] if b else 0
+                free -= a
+            db = b if mixed else 0   # running sequences whose decode token rides in this step
+            room = budget_tokens - db
             pieces_n, pieces_p = [], []
             for item in prefilling:
                 if room <= 0:
@@ -390,27 +423,30 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
                 pieces_p.append(done)
                 room -= take
             while (room > 0 and waiting and not swapped and b + len(prefilling) < max_seqs
-                   and -(-pre[waiting[0]] // bs) <= free - wm):
+                   and fits(waiting[0])):
+                if not chunked and pre[waiting[0]] > room and pieces_n:
+                    break   # a whole prompt waits for a step with room for it
                 i = waiting.popleft()
                 admit_one(i)
                 state[i] = _PREFILLING
                 item = [i, 0]
                 prefilling.append(item)
-                take = min(pre[i], room)
+                take = min(pre[i], room) if chunked else pre[i]
                 pieces_n.append(take)
                 pieces_p.append(0)
                 room -= take
             if pieces_n:
                 k_items = list(prefilling)[:len(pieces_n)]
                 completing = [it for it, nn, pp in zip(k_items, pieces_n, pieces_p) if pp + nn >= pre[it[0]]]
-                feats_d = sm.decode_features(b, sum_base + b * D) if b else None
-                dt = sm.step_time(b + sum(pieces_n), b + len(completing), feats_d,
+                feats_d = sm.decode_features(b, sum_base + b * D) if db else None
+                dt = sm.step_time(db + sum(pieces_n), db + len(completing), feats_d,
                                   sm.prefill_features(pieces_n, pieces_p))
                 advance(dt, b + len(prefilling))
                 steps += 1
+                owed -= min(a, owed)
                 for it, nn in zip(k_items, pieces_n):
                     it[1] += nn
-                if b:
+                if db:
                     D += 1
                     complete(D)
                 for it in completing:
@@ -431,12 +467,13 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
                 k = heap[0][0] - D
                 run_time = sm.decode_run(b, sum_base + b * D)
                 seen = None
-                if chunked and prefilling:
+                if piecewise and prefilling:
                     k = 1
                 elif not waiting and not swapped and nxt < n:
                     k, seen = steps_to_reach(run_time, arr[nxt] - now, k)
                 k, taken = blocks_for_run(cnt, bs, D, b, free, k)
                 free -= taken
+                owed -= min(taken, owed)
                 dt = seen[k] if seen and k in seen else run_time(k)
                 now += dt   # advance(dt, b), inlined
                 busy += dt

@@ -2,7 +2,9 @@
 
 vLLM V1 `vllm serve` (vllm/engine/arg_utils.py get_batch_defaults): >= 70 GiB of device memory and no "a100" in the
 name -> 8192 tokens per step and 1024 sequences, else 2048 and 256; chunked prefill on.
-SGLang (server_args.py): chunked_prefill_size 2048 below 35 GiB, 8192 below 160 GiB, else 16384.
+SGLang (server_args.py): chunked_prefill_size 2048 below 35 GiB, 8192 below 160 GiB, else 16384; running requests
+(model_runner) min(max(pool / context_len x 512, 2048), 4096), whose floor is 2048.
+TensorRT-LLM (llmapi/llm_args.py): max_batch_size 2048, max_num_tokens 8192, no context chunking.
 The device memory is what the runtime reports (memory.visible_gb, decimal GB).
 """
 
@@ -14,7 +16,8 @@ import pytest
 
 from planner.cli import main
 from planner.hardware import load_hardware
-from planner.scheduler_defaults import PLANNER_DEFAULTS, resolve_scheduler, scheduler_defaults, scheduler_engine
+from planner.scheduler_defaults import (PLANNER_DEFAULTS, resolve_scheduler, scheduler_defaults, scheduler_engine,
+                                        step_policy)
 from planner.serving import make_config
 
 
@@ -44,20 +47,23 @@ def test_vllm_v1_serve_defaults_by_device(hw, gib, tokens, seqs):
 def test_sglang_chunked_prefill_size_by_device_memory(hw, chunk):
     d = scheduler_defaults("sglang", load_hardware(hw))
     assert d.max_num_batched_tokens == chunk and d.chunked_prefill
-    assert d.max_num_seqs == PLANNER_DEFAULTS.max_num_seqs
+    assert d.max_num_seqs == 2048   # the floor of max(pool / context_len x 512, 2048); <= every chunk size
 
 
 def test_other_engines_and_given_flags():
     spec = load_hardware("h100-sxm")
-    for engine in (None, "none", "trtllm", "llamacpp"):
+    for engine in (None, "none", "llamacpp"):
         assert scheduler_defaults(engine, spec) == PLANNER_DEFAULTS
+    t = scheduler_defaults("trtllm", spec)
+    assert (t.max_num_seqs, t.max_num_batched_tokens, t.chunked_prefill) == (2048, 8192, False)
     assert (PLANNER_DEFAULTS.max_num_seqs, PLANNER_DEFAULTS.max_num_batched_tokens) == (256, 8192)
     r = resolve_scheduler("vllm", spec, max_num_seqs=64, chunked_prefill=False)
     assert (r.max_num_seqs, r.max_num_batched_tokens, r.chunked_prefill) == (64, 8192, False)
     assert "given: max_num_seqs, chunked prefill" in r.source
     # whose scheduler: --engine first, else a --runtime that names an engine with rules
     assert scheduler_engine("sglang", "vllm") == "sglang"
-    assert scheduler_engine("none", "vllm") == "vllm" and scheduler_engine("none", "trtllm") is None
+    assert scheduler_engine("none", "vllm") == "vllm" and scheduler_engine("none", "trtllm") == "trtllm"
+    assert scheduler_engine("none", "llamacpp") is None
     assert scheduler_engine("none", None) is None
 
 
@@ -77,8 +83,23 @@ def test_serving_config_takes_the_engine_defaults_and_keeps_given_values():
 def test_cli_simulate_prints_the_scheduler_it_ran(capsys):
     assert main(["simulate", "-m", "llama-3.1-8b", "-H", "l40s", "--engine", "vllm", "--requests", "200"]) == 0
     head = capsys.readouterr().out.splitlines()[0]
-    assert "max_num_seqs 256, 2048 tokens/step, chunked prefill (vLLM V1 serve defaults, < 70 GiB or an A100)" in head
+    assert ("max_num_seqs 256, 2048 tokens/step, chunked prefill (vLLM V1 serve defaults, < 70 GiB or an A100; "
+            "chunked prefill beside the decodes)") in head
+    assert main(["simulate", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--engine", "sglang", "--requests", "200"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "max_num_seqs 2048, 8192 tokens/step, chunked prefill" in head and "SGLang: prefill steps first" in head
     assert main(["simulate", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--engine", "vllm", "--no-chunked-prefill",
                  "--max-num-seqs", "32", "--requests", "200", "--json"]) == 0
     cfg = json.loads(capsys.readouterr().out)["config"]
     assert (cfg["max_num_seqs"], cfg["max_num_batched_tokens"], cfg["chunked_prefill"]) == (32, 8192, False)
+
+
+def test_step_policy_per_engine():
+    """vLLM mixes prompt work into the decode steps exactly when it chunks (V1 / V0); SGLang runs its prefill steps
+    apart whether it chunks or not (mixed chunks are its --enable-mixed-chunk, off); TensorRT-LLM's in-flight batching
+    puts whole prompts beside the decodes and reserves every request's output (GUARANTEED_NO_EVICT)."""
+    for chunked in (True, False):
+        assert (step_policy("vllm", chunked).mixed_prefill, step_policy("vllm", chunked).reserve_output) == (chunked, False)
+        assert (step_policy(None, chunked).mixed_prefill, step_policy(None, chunked).reserve_output) == (chunked, False)
+        assert (step_policy("sglang", chunked).mixed_prefill, step_policy("sglang", chunked).reserve_output) == (False, False)
+        assert (step_policy("trtllm", chunked).mixed_prefill, step_policy("trtllm", chunked).reserve_output) == (True, True)

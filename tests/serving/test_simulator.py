@@ -158,3 +158,59 @@ def test_simulate_cli_burst(capsys):
     assert "a burst of 200 requests at once" in out and "all at once: over the run's span" in out
     assert main(["simulate", "-m", MODEL, "-H", HW, "--burst", "--qps", "3"]) == 2
     assert "--burst: every request arrives at once" in capsys.readouterr().err
+
+
+def test_sglang_runs_prefill_steps_apart_and_the_decodes_wait():
+    """SGLang's default scheduler (chunked, not mixed; scheduler_defaults.step_policy): N requests at t = 0 with a
+    one-prompt budget take N prefill steps of one prompt each, back to back, and only then o - 1 decode steps at
+    batch N; every request finishes at N x prefill(p) + decode_run(N, N p)(o - 1), and request 0's TPOT carries the
+    N - 1 prefills after its own. vLLM V1's rule (mixed) on the same requests puts request 0's decodes into those
+    steps, so its TPOT is lower."""
+    from dataclasses import replace
+
+    N, p, o = 6, 256, 20
+    eng = _engine(max_num_seqs=N, chunked=True, budget=p)
+    sm = eng.step_model
+    lim = replace(eng.limits, mixed_prefill=False)
+    reqs = Requests(np.zeros(N), np.full(N, p), np.full(N, o))
+    tr = run_engine(sm, reqs, lim)
+    pf = sm.prefill_time([p], [0], logits=1)
+    assert tr.first_s == pytest.approx(pf * np.arange(1, N + 1), rel=1e-12)
+    end = N * pf + sm.decode_run(N, N * p)(o - 1)
+    assert tr.finish_s == pytest.approx(np.full(N, end), rel=1e-12)
+    tpot0 = (tr.finish_s[0] - tr.first_s[0]) / (o - 1)
+    assert tpot0 == pytest.approx(((N - 1) * pf + sm.decode_run(N, N * p)(o - 1)) / (o - 1), rel=1e-12)
+    mixed = run_engine(sm, reqs, replace(eng.limits, mixed_prefill=True))
+    assert (mixed.finish_s[0] - mixed.first_s[0]) / (o - 1) < tpot0
+
+
+def test_reserved_outputs_admit_only_what_completes_and_never_preempt():
+    """TensorRT-LLM's GUARANTEED_NO_EVICT (reserve_output): P = 512, O = 64, 16-token blocks: a prompt takes 32 blocks
+    and the whole request ceil(575 / 16) = 36. In a 100-block pool (watermark int(0.01 x 100) = 1 block) three
+    prompts fit (96 <= 99), so vLLM's rule admits all three and must preempt when they grow (3 x 36 = 108 > 100);
+    reserving, the third (36 > 100 - 1 - 72 = 27) waits for a completion and nothing is preempted."""
+    from dataclasses import replace
+
+    eng = _engine(max_num_seqs=8, chunked=False, budget=8192)
+    reqs = Requests(np.zeros(3), np.full(3, P), np.full(3, O))
+    lim = replace(eng.limits, kv_pool_tokens=100 * 16, block_size=16, mixed_prefill=True)
+    plain = run_engine(eng.step_model, reqs, lim)
+    assert plain.max_running == 3 and plain.preemptions > 0
+    held = run_engine(eng.step_model, reqs, replace(lim, reserve_output=True))
+    assert held.max_running == 2 and held.preemptions == 0
+    assert held.admit_s[2] == pytest.approx(min(held.finish_s[:2]), rel=1e-12)
+    assert np.isfinite(held.finish_s).all()
+
+
+def test_whole_prompts_beside_the_decodes_are_not_chunked():
+    """In-flight batching without context chunking (TensorRT-LLM; chunked_prefill False, mixed_prefill True): a
+    1,000-token prompt alone runs whole in one step even past a 256-token budget (the chunked engine takes four
+    steps, test_chunked_prefill_ttft_is_sum_of_chunks), and a second one queued with it waits for the next step."""
+    from dataclasses import replace
+
+    eng = _engine(max_num_seqs=8, chunked=False, budget=256)
+    sm = eng.step_model
+    lim = replace(eng.limits, mixed_prefill=True)
+    tr = run_engine(sm, Requests(np.zeros(2), np.array([1000, 1000]), np.array([1, 1])), lim)
+    one = sm.prefill_time([1000], [0], logits=1)
+    assert tr.first_s == pytest.approx([one, 2 * one], rel=1e-12)
