@@ -267,13 +267,21 @@ class _Planner:
 
     def _sched(self, spec) -> tuple[int, bool]:
         """(tokens per step, chunked prefill) the engine runs on this device: the engine's own defaults where
-        --engine names vLLM, SGLang or TensorRT-LLM (planner/scheduler_defaults.py, as `planner simulate`), else the scenario's."""
-        from ..scheduler_defaults import SCHEDULER_ENGINES, scheduler_defaults
+        --engine (or else --runtime) names vLLM, SGLang or TensorRT-LLM (planner/scheduler_defaults.py
+        scheduler_engine, as `planner simulate`), else the scenario's."""
+        from ..scheduler_defaults import scheduler_defaults
 
-        if self.engine_rule in SCHEDULER_ENGINES:
-            d = scheduler_defaults(self.engine_rule, spec)
+        if self.sched_engine is not None:
+            d = scheduler_defaults(self.sched_engine, spec)
             return d.max_num_batched_tokens, d.chunked_prefill
         return self.budget, self.sc.chunked_prefill
+
+    @property
+    def sched_engine(self) -> str | None:
+        """Whose scheduler the plan runs: scheduler_defaults.scheduler_engine of its --engine and --runtime."""
+        from ..scheduler_defaults import scheduler_engine
+
+        return scheduler_engine(self.engine_rule, self.runtime)
 
     def _limits(self, spec, c: _Cand, seqs: int, chunked: bool) -> EngineLimits:
         """The scheduler one engine of candidate `c` runs: its budget and chunking (_sched), and how --engine builds
@@ -282,7 +290,7 @@ class _Planner:
 
         budget, chunked_default = self._sched(spec)
         chunked = chunked or chunked_default
-        policy = step_policy(self.engine_rule if self.engine_rule != "none" else None, chunked)
+        policy = step_policy(self.sched_engine, chunked)
         return EngineLimits(c.pool_tokens, seqs, budget, chunked, mixed_prefill=policy.mixed_prefill,
                             reserve_output=policy.reserve_output, request_path_s=self.request_path_s)
 
