@@ -81,7 +81,7 @@ def sglang_defaults(spec) -> SchedulerDefaults:
     """SGLang server defaults on this device (module docstring)."""
     mib = device_memory_bytes(spec) / MIB
     chunk = next((size for bound, size in SGLANG_TIERS_MIB if mib < bound), SGLANG_LARGEST_CHUNK)
-    return SchedulerDefaults(min(SGLANG_MIN_RUNNING, chunk), chunk, True,
+    return SchedulerDefaults(SGLANG_MIN_RUNNING, chunk, True,
                              f"SGLang server defaults: chunked_prefill_size {chunk} at {mib / 1024:,.0f} GiB, "
                              f"max_running_requests {SGLANG_MIN_RUNNING:,} (its KV-pool rule's floor)")
 

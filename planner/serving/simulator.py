@@ -409,7 +409,7 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
                 stall = make_room()
                 if stall:
                     advance(stall, b + len(prefilling))
-                a = cnt[(-D) % bs] if b else 0
+                a = cnt[(-D) % bs]
                 free -= a
             db = b if mixed else 0   # running sequences whose decode token rides in this step
             room = budget_tokens - db
