@@ -284,6 +284,8 @@ class EfficiencyReport(_Out):
     sync_mma: bool = False  # the runtime's kernels are mma.sync ones (Efficiency.sync_mma): Hopper's mma_sync_share
     matmul_tflops_per_watt: float = 0.0
     regime_curves: bool = True  # the kernel-fitted GEMM regime curve (planner.regimes) where it applies
+    weight_only_regime: bool = False  # weight-only quantized GEMMs are Marlin-style kernels (Efficiency field)
+    weight_only_bandwidth_share: float = 1.0  # their share of the engine's bandwidth (Efficiency field)
     kv_cache_copy: bool = False  # the runtime copies its KV cache every decode step (Efficiency.kv_cache_copy)
     kv_read_per_query_head: bool = False  # decode attention reads the cache once per query head (Efficiency field)
     score_bytes_factor: float = 1.0  # bytes moved per byte of a materialized score matrix (Efficiency field)

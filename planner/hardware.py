@@ -250,8 +250,21 @@ class Efficiency(_Frozen):
     regime_curves: bool = Field(True, description=(
         "apply the GEMM regime curve fitted to measured kernels (planner.regimes.weight_gemm_time_s: tile padding "
         "past one tile at the kernel library's share of the peak, ridge roll-off) where it applies (NVIDIA units "
-        "with an SM count, fp16/bf16/fp8 weights), in place of R / (R + compute_half_rows); false = the plain "
-        "roofline"))
+        "with an SM count, fp16/bf16/fp8 weights, and weight-only quantized ones where weight_only_regime), in "
+        "place of R / (R + compute_half_rows); false = the plain roofline"))
+    weight_only_regime: bool = Field(False, description=(
+        "the runtime's weight-only quantized GEMMs (GPTQ/AWQ int4, MXFP4 W4A16, int8 W8A16) are mixed-input "
+        "kernels that dequantize tiles in registers and run 16-bit tensor-core MMAs (Marlin and its MoE variant in "
+        "vLLM, SGLang and TGI; Frantar et al. 2024, arXiv:2408.11743): on a unit the GEMM regime applies to "
+        "(NVIDIA, an SM count) they take that curve at the 16-bit rate with the format's own bytes "
+        "(planner.regimes.gemm_regime_for), memory bound up to the ridge, instead of the R / (R + "
+        "compute_half_rows) shape; false = the engine's shape (llama.cpp's int8-dot MMQ/MMVQ, gpt-fast's tinygemm, "
+        "TensorRT-LLM's FpA_IntB)"))
+    weight_only_bandwidth_share: Fraction = Field(1.0, description=(
+        "share of the engine's bandwidth (bandwidth_fraction) its mixed-input weight-only GEMMs reach where "
+        "weight_only_regime applies: the in-register dequantization (unpacking, scale loads, conversion) competes "
+        "with the loads, so those kernels stream their fewer bytes more slowly than a 16-bit GEMM streams its own; "
+        "fitted per engine and class from its weight-only rows (planner/accuracy/fit.py), 1 = no penalty"))
     kv_cache_copy: bool = Field(False, description=(
         "the runtime re-allocates and copies its whole KV cache every decode step (Hugging Face transformers' "
         "DynamicCache appends with torch.cat per layer): each decode attention op then moves its cache twice more, "

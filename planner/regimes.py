@@ -40,6 +40,8 @@ KV / weight formats the hardware does not run natively:
   fp8 KV on a unit without fp8 tensor math (Ampere, Ada before sm_89 kernels, AMD MI200) is converted to fp16 in
   the attention kernel; measured 2.5-3x slower than "half the bytes" (issue 11): the KV read costs
   FP8_KV_EMULATION x (fp8 bytes) of bandwidth time, i.e. 2.75 / 2 = 1.375x the fp16 read.
+  Weight-only quantized formats take the curve only for engines whose kernels are Marlin-style mixed-input GEMMs
+  (Efficiency.weight_only_regime: vLLM, SGLang, TGI), at the 16-bit rate with the format's bytes.
   FP4 weights: a weight-only format (MXFP4 via Marlin/W4A16, ...) dequantizes into the activation dtype and runs
   at that peak, never at the FP4 tensor peak; NVFP4 (weights and activations) uses the FP4 peak where the unit
   lists one (Blackwell) and dequantizes on Hopper (fp8/bf16 peak).
@@ -209,13 +211,20 @@ def regime_constants() -> RegimeConstants:
 MEASURED_GEMM_FORMATS = ("fp16", "bf16", "fp8")  # weight formats whose GEMMs the kernel tables measure (bf16, fp8)
 
 
-def gemm_regime_for(vendor: str, sm_count: int | None, weight_format: str, dtype: str) -> GemmRegime | None:
+def gemm_regime_for(vendor: str, sm_count: int | None, weight_format: str, dtype: str,
+                    mixed_input: bool = False) -> GemmRegime | None:
     """The fitted GEMM regime for a unit and weight format, or None (the engine's R / (R + half_rows) shape): it
     applies to units that list an SM count, whose vendor's kernels the fit measured (NVIDIA only in
     aiconfigurator's tables; an AMD CU is not an SM), and to formats whose GEMMs run in the dtype the tables
-    measured (MEASURED_GEMM_FORMATS) running in a dtype the fit has a kernel fraction for. Quantized formats run other kernels (GEMV, Marlin-style dequantizing or int8
-    kernels with their own tiles), which the tables do not measure."""
-    if sm_count is None or weight_format not in MEASURED_GEMM_FORMATS:
+    measured (MEASURED_GEMM_FORMATS) running in a dtype the fit has a kernel fraction for. Other quantized formats
+    run other kernels (GEMV, int8-dot or dequantizing kernels with their own tiles), which the tables do not
+    measure; mixed_input = the weight is a weight-only quantized one and the engine runs it through Marlin-style
+    mixed-input kernels (Efficiency.weight_only_regime): tiles of 16-bit MMAs on weights dequantized in registers,
+    so the 16-bit GEMM's curve (its kernel share and tiles) applies to the flops while the bytes are the format's.
+    Marlin is measured memory bound up to ~16-32 tokens on an A100 (near 4x a 16-bit GEMM there; Frantar et al.
+    2024, arXiv:2408.11743, Fig. 1), where the 4-bit ridge of this curve lies (A100: 312 TFLOP/s x 0.75 / (2.04 TB/s
+    / 0.5 B per weight x 2 flop) = 29 rows)."""
+    if sm_count is None or (weight_format not in MEASURED_GEMM_FORMATS and not mixed_input):
         return None
     g = regime_constants().gemm
     return g if vendor.lower() in g.vendors and dtype in g.kernel_compute_fraction else None

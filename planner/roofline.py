@@ -22,7 +22,7 @@ from .hardware import DEQUANT_MATVEC_TOKENS, ComputeUnit, Efficiency, HardwareSp
 from .lazy import np
 from .ops import ATTENTION, MATMUL, VECTOR, OpCost
 from .quantization import WeightFormat, dequant_overhead_for
-from .regimes import (GROUPED_GEMM_OPS, GemmRegime, fmax, gemm_regime_for, grouped_compute_ratio, kv_read_factor,
+from .regimes import (GROUPED_GEMM_OPS, MEASURED_GEMM_FORMATS, GemmRegime, fmax, gemm_regime_for, grouped_compute_ratio, kv_read_factor,
                       matmul_preferences, regime_constants, weight_gemm_time_s)
 from .replay import as_float
 from .units import GB, TERA, US
@@ -57,7 +57,7 @@ def matmul_dtype(unit: ComputeUnit, fmt: WeightFormat) -> str | None:
     CUDA/HIP kernels and the GPTQ/AWQ ones compute in fp16): an MI100 runs bf16 matrix math at half its fp16 rate."""
     prefs = matmul_preferences(fmt.compute_dtypes, fmt.weight_only)
     d = pick_dtype(unit, prefs)
-    if fmt.weight_only and fmt.bits_per_weight < 16 and d in _HALF:  # a quantized weight, not a 16-bit model
+    if is_weight_only_quantized(fmt) and d in _HALF:  # a quantized weight, not a 16-bit model
         other = _HALF[d]
         if other in prefs and unit.peak_tflops.get(other, 0.0) > unit.peak_tflops[d]:
             return other
@@ -159,6 +159,7 @@ class DeviceModel:
     gemm_launch_s: float = 0.0              # fixed time per weight GEMM beyond a 16-bit one (GemmRegime.extra_launch_s)
     sm_count: int = 0                       # the unit's SMs (CUs), 0 where the spec lists none
     matmul_fraction: float = 0.0            # efficiency.format_compute_fraction[format], 0 = not listed
+    weight_bandwidth_share: float = 1.0     # efficiency.weight_only_bandwidth_share where mixed-input GEMMs apply
 
     @cached_property  # read once per operator timed: computed once per device model
     def eff_peak_flops(self) -> dict[str, float]:
@@ -210,23 +211,35 @@ def _device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff:
     tpw = getattr(eff, "matmul_tflops_per_watt", 0.0)
     cap = spec.power.tdp_w * tpw * TERA if (tpw > 0 and spec.power is not None) else float("inf")
     half = (getattr(eff, "format_half_rows", None) or {}).get(fmt.name, eff.compute_half_rows)
-    regime, kernel_peak = (unit_gemm_regime(spec, unit, fmt, dtypes[MATMUL]) if getattr(eff, "regime_curves", True)
-                           else (None, 0.0))
+    regime, kernel_peak = (unit_gemm_regime(spec, unit, fmt, dtypes[MATMUL], getattr(eff, "weight_only_regime", False))
+                           if getattr(eff, "regime_curves", True) else (None, 0.0))
     launch = regime.extra_launch_s(dtypes[MATMUL]) if regime is not None else 0.0
+    mixed = (regime is not None and getattr(eff, "weight_only_regime", False) and is_weight_only_quantized(fmt)
+             and fmt.name not in MEASURED_GEMM_FORMATS)
+    wshare = float(getattr(eff, "weight_only_bandwidth_share", 1.0)) if mixed else 1.0
     return DeviceModel(spec.id, unit.name, dtypes, peaks, bw, eff, fmt.bytes_per_weight, dq,
                        int(getattr(eff, "dequant_tile_tokens", 0) or 0), cap, half,
                        tuple(unit.peak_tflops), regime, kernel_peak * share, launch, unit.sm_count or 0,
-                       (getattr(eff, "format_compute_fraction", None) or {}).get(fmt.name, 0.0))
+                       (getattr(eff, "format_compute_fraction", None) or {}).get(fmt.name, 0.0), wshare)
 
 
-def unit_gemm_regime(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, dtype: str):
+def unit_gemm_regime(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, dtype: str,
+                     weight_only_regime: bool = False):
     """(regime constants or None, FLOP/s of the padded tiles = listed peak of the GEMM dtype x the kernel library's
     share of it, kernel_compute_fraction[dtype]) for weight GEMMs of this format on this unit
-    (regimes.gemm_regime_for says where the fit applies)."""
-    regime = gemm_regime_for(spec.vendor, unit.sm_count, fmt.name, dtype)
+    (regimes.gemm_regime_for says where the fit applies; weight_only_regime: Efficiency.weight_only_regime, which
+    brings a weight-only quantized format under it)."""
+    mixed = weight_only_regime and is_weight_only_quantized(fmt)
+    regime = gemm_regime_for(spec.vendor, unit.sm_count, fmt.name, dtype, mixed)
     if regime is None:
         return None, 0.0
     return regime, unit.peak_tflops[dtype] * TERA * regime.kernel_compute_fraction[dtype]
+
+
+def is_weight_only_quantized(fmt: WeightFormat) -> bool:
+    """A weight-only format below 16 bits (GPTQ/AWQ int4, MXFP4, int8 W8A16): its GEMMs dequantize weights into the
+    16-bit activation dtype."""
+    return fmt.weight_only and fmt.bits_per_weight < 16
 
 
 def sync_mma_share(unit: ComputeUnit, eff: Efficiency) -> float:
@@ -355,6 +368,7 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
         regime_on = gemm_regime is not None and bool(np.any(applies))
         kernel_peak = np.where(applies, kernel_peak, 1.0)
         half_gemm = np.where(applies, 0.0, half)
+    wshare = getattr(dev, "weight_bandwidth_share", 1.0)  # mixed-input weight-only GEMMs (Efficiency field)
     grouped_rate = None  # read on the first expert GEMM only (a dense model's estimate never loads regimes.yaml for it)
     out = []
     for op in ops:
@@ -372,7 +386,9 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
         if op.compute == ATTENTION and op.kv_dtype in kv_dq:  # converting cached K/V costs compute time
             peak = peak / (1.0 + kv_dq[op.kv_dtype])
         t, c, m = roofline_time_s(op.flops, op_bytes(op, getattr(dev, "unit_dtypes", None), kv_copy, per_head,
-                                                     score_factor), peak, bw)
+                                                     score_factor), peak,
+                                  bw * wshare if weight_gemm and not (wshare.__class__ is float and wshare == 1.0)
+                                  else bw)
         if weight_gemm and regime_on:  # tile padding and the ridge roll-off (planner.regimes)
             kpeak = kernel_peak * grouped_rate if grouped else kernel_peak
             kernel_c = (op.flops / kpeak if op.flops.__class__ is float and kpeak.__class__ is float

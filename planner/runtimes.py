@@ -17,6 +17,8 @@ parameters the roofline uses (planner/roofline.py):
                         rows hold two such formats (vLLM on ROCm: fp8 and bf16 GEMMs run different kernels)
   sm_bandwidth_gbs      bandwidth one SM sustains in the engine's memory-bound kernels (Little's law): effective
                         bandwidth = min(bandwidth x bandwidth_fraction, SMs x this); 0 = no cap (llama.cpp CUDA ~9)
+  weight_only_regime    not fitted: the engine's weight-only quantized GEMMs are Marlin-style mixed-input kernels
+                        (vLLM, SGLang, TGI), so they take the 16-bit GEMM regime curve with the format's bytes
   sync_mma              not fitted: the engine's tensor-core kernels are warp-level mma.sync ones (llama.cpp), so
                         on Hopper they reach the unit's mma_sync_share (0.5) of the listed matmul/attention peaks
 

@@ -53,6 +53,7 @@ class _StackedDevice:
     kernel_peak_flops: np.ndarray | float = 0.0  # per device; 0 where the regime does not apply
     gemm_launch_s: np.ndarray | float = 0.0      # per device (roofline.DeviceModel.gemm_launch_s)
     dequant_tile_tokens: np.ndarray | int = 0    # per device (roofline.dequant_factor_at), 0 where every one is flat
+    weight_bandwidth_share: np.ndarray | float = 1.0  # per device (roofline.DeviceModel.weight_bandwidth_share)
 
 
 def _per_device(values, shape, neutral):
@@ -82,7 +83,8 @@ def _stack(devs) -> _StackedDevice:
         next((d.gemm_regime for d in devs if d.gemm_regime is not None), None),
         np.array([d.kernel_peak_flops for d in devs]).reshape(shape),
         np.array([d.gemm_launch_s for d in devs]).reshape(shape),
-        _per_device([d.dequant_tile_tokens for d in devs], shape, 0))
+        _per_device([d.dequant_tile_tokens for d in devs], shape, 0),
+        _per_device([d.weight_bandwidth_share for d in devs], shape, 1.0))
 
 
 def _devices_for(fmt, specs, prof, efficiency, P, O, full):

@@ -98,6 +98,13 @@ GRAPH_ENGINES = frozenset({"vllm", "sglang", "tgi"})
 # dequantize-to-fp16 + cuBLAS) and 1/32 of it left the Spark's MMQ prefill to a 13x decode overhead (README, tried
 # and rejected in session 28).
 DEQUANT_TILE_TOKENS = {("llamacpp", "apple-gpu"): 32}
+# engines whose weight-only quantized GEMMs (GPTQ/AWQ int4, MXFP4 W4A16, W8A16) are Marlin-style mixed-input kernels
+# (Efficiency.weight_only_regime: 16-bit MMAs on weights dequantized in registers, so the 16-bit GEMM regime curve
+# applies with the format's bytes): vLLM (gptq_marlin / awq_marlin / the Marlin and Triton matmul_ogs MXFP4 MoE
+# paths), SGLang (the same vLLM-derived Marlin kernels, sgl-kernel), TGI (Marlin for GPTQ/AWQ since 2.0). Read from
+# the kernels, not fitted. Not llama.cpp (int8-dot MMQ / MMVQ), gpt-fast (tinygemm), ExLlamaV2 (its own GEMV),
+# TensorRT-LLM (FpA_IntB: aiconfigurator's a100 int4_wo tables keep a compute-like share at M = 1).
+MIXED_INPUT_ENGINES = frozenset({"vllm", "sglang", "tgi"})
 RUNTIME_UNIT_KIND = "gpu"  # every engine here runs on the GPU (llama.cpp on a Mac: Metal, not the Neural Engine)
 BASELINE_DIR = Path(__file__).resolve().parents[2] / "reports" / "baseline_profiles"
 
@@ -123,6 +130,7 @@ def _add_units(df):
     df["fp16_acc"] = [ENGINES[r][3] for r in df["runtime"]]
     df["sync_mma"] = [r in SYNC_MMA_ENGINES for r in df["runtime"]]
     df["dq_tile"] = [DEQUANT_TILE_TOKENS.get((r, c), 0) for r, c in zip(df["runtime"], classes)]
+    df["wo_regime"] = [r in MIXED_INPUT_ENGINES for r in df["runtime"]]
     moe = {m: load_model(m).moe is not None for m in df["model"].unique()}  # the architecture says, not the name
     df["moe"] = [moe[m] for m in df["model"]]
     return df
@@ -141,7 +149,7 @@ OWN_KERNEL_FAMILIES = frozenset({"local"})
 
 
 def _fit(df, d: Design, mask: np.ndarray, fp16_acc: bool, cls: str | None = None, level: str = "engine",
-         sync_mma: bool = False, dequant_tile: int = 0) -> dict:
+         sync_mma: bool = False, dequant_tile: int = 0, weight_only_regime: bool = False) -> dict:
     """Parameters fitted on the masked rows (each row keeps its engine's fp16-accumulate setting); the result
     carries fp16_acc, the setting of the engine it is for. With cls set and fewer than MIN_FIT_ROWS of the rows from
     that class, the compute parameters are reset to the prior (COMPUTE_KEYS): a handful of rows cannot outweigh
@@ -158,10 +166,14 @@ def _fit(df, d: Design, mask: np.ndarray, fp16_acc: bool, cls: str | None = None
     params, _ = fit_design(sub, formats, df.loc[mask, "fp16_acc"].to_numpy(dtype=np.float64), sm_cap=own,
                            frac_formats=own_fraction_formats(row_fmts) if own else (),
                            sync_mma=df.loc[mask, "sync_mma"].to_numpy(dtype=np.float64),
-                           dequant_tile=df.loc[mask, "dq_tile"].to_numpy(dtype=np.float64))
+                           dequant_tile=df.loc[mask, "dq_tile"].to_numpy(dtype=np.float64),
+                           weight_only_regime=df.loc[mask, "wo_regime"].to_numpy(dtype=np.float64))
     params["fp16_accumulate"] = bool(fp16_acc)
     params["sync_mma"] = bool(sync_mma)
     params["dequant_tile_tokens"] = int(dequant_tile)
+    params["weight_only_regime"] = bool(weight_only_regime)
+    if not weight_only_regime:  # the share belongs to mixed-input kernels this engine does not run
+        params["weight_only_bandwidth_share"] = 1.0
     own_kernels = level == "family" and set(df.loc[mask, "family"]) <= OWN_KERNEL_FAMILIES
     if own_kernels or (cls is not None and (df.loc[mask, "hw_class"] == cls).sum() < MIN_FIT_ROWS):
         params.update({k: PRIOR[k] for k in COMPUTE_KEYS}, format_compute_fraction={})
@@ -177,6 +189,8 @@ def _eff_dict(eff) -> dict:
     v["fp16_accumulate"] = bool(eff.fp16_accumulate)
     v["sync_mma"] = bool(eff.sync_mma)
     v["dequant_tile_tokens"] = int(eff.dequant_tile_tokens)
+    v["weight_only_regime"] = bool(eff.weight_only_regime)
+    v["weight_only_bandwidth_share"] = float(eff.weight_only_bandwidth_share)
     return v
 
 
@@ -222,7 +236,7 @@ def loso_predict(df, d: Design, sources=None):
             for lvl, m in _chain(df, fit_ok & ~in_s, rt, cls):
                 if m.sum() >= MIN_FIT_ROWS:
                     params = _fit(df, d, m, ENGINES[rt][3], cls, lvl, rt in SYNC_MMA_ENGINES,
-                                  DEQUANT_TILE_TOKENS.get((rt, cls), 0))
+                                  DEQUANT_TILE_TOKENS.get((rt, cls), 0), rt in MIXED_INPUT_ENGINES)
                     t[rows] = predict_with(d.subset(rows), params)
                     level[rows] = lvl
                     used[(src, rt, cls)] = (lvl, params)
@@ -309,7 +323,7 @@ def loso_intervals(df, log_ratio: np.ndarray, level: np.ndarray):
 
 EFF_KEYS = ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kernel_overhead_us", "step_overhead_ms",
             "matmul_tflops_per_watt", "fp16_accumulate", "sync_mma", "dequant_overhead", "sm_bandwidth_gbs",
-            "format_compute_fraction", "dequant_tile_tokens")
+            "format_compute_fraction", "dequant_tile_tokens", "weight_only_regime", "weight_only_bandwidth_share")
 
 # HF transformers eager has no published row in the data; its parameters are physical estimates (documented):
 # an eager HF Llama decoder layer launches ~55 kernels per step (fp32 RMSNorm decomposed into pow/mean/rsqrt/mul,
@@ -323,6 +337,7 @@ EFF_KEYS = ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kern
 HF_EAGER = {"bandwidth_fraction": 0.75, "compute_fraction": 0.6, "compute_half_rows": 16.0,
             "kernel_overhead_us": 160.0, "step_overhead_ms": 2.0, "matmul_tflops_per_watt": 0.0,
             "fp16_accumulate": False, "sync_mma": False, "dequant_overhead": {}, "kv_cache_copy": True,
+            "weight_only_regime": False, "weight_only_bandwidth_share": 1.0,  # eager PyTorch dequantizes GPTQ/AWQ through its own (or the exllama) kernels
             "sm_bandwidth_gbs": 0.0,
             "format_compute_fraction": {},
             "kv_read_per_query_head": "hf-eager" in REPEAT_KV_ENGINES,  # transformers' repeat_kv (decode_kernels.py)
@@ -356,7 +371,7 @@ def production_fits(df, d: Design) -> dict:
             for lvl, m in _chain(df, fit_ok, rt, cls):
                 if m.sum() >= MIN_FIT_ROWS:
                     out[(rt, cls)] = (lvl, _fit(df, d, m, ENGINES[rt][3], cls, lvl, rt in SYNC_MMA_ENGINES,
-                                                DEQUANT_TILE_TOKENS.get((rt, cls), 0)), m)
+                                                DEQUANT_TILE_TOKENS.get((rt, cls), 0), rt in MIXED_INPUT_ENGINES), m)
                     break
     return out
 

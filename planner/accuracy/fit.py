@@ -32,6 +32,9 @@ RESIDUAL_SD = 0.1
 # prior centre: the GPU kind defaults, a small GEMM half point, 10% dequantization cost
 PRIOR = {"bandwidth_fraction": 0.80, "compute_fraction": 0.70, "compute_half_rows": 16.0, "kernel_overhead_us": 3.0,
          "step_overhead_ms": 0.3, "matmul_tflops_per_watt": 1.0, "dequant": 0.10,
+         # mixed-input (Marlin-style) weight-only GEMMs: a share of the engine's bandwidth, centred below 1 (they
+         # unpack and scale in registers beside the loads); fitted only where the engine has such rows
+         "weight_only_bandwidth_share": 0.8,
          # GB/s per SM where the cap is tried: binding on HBM parts (A100 18.9, H100 SXM 25.4 datasheet GB/s per SM),
          # not on GDDR ones (RTX 4090 7.9); the fit moves it where the rows say
          "sm_bandwidth_gbs": 10.0}
@@ -56,18 +59,23 @@ def _sigmoid(x):
 
 class _Problem:
     def __init__(self, d: Design, formats: list[str], fp16_accumulate: bool = False, sm_cap: bool = False,
-                 frac_formats: tuple[str, ...] = (), sync_mma: bool = False, dequant_tile=0):
+                 frac_formats: tuple[str, ...] = (), sync_mma: bool = False, dequant_tile=0,
+                 weight_only_regime=False):
         self.d, self.formats, self.fp16_accumulate, self.sm_cap = d, formats, fp16_accumulate, sm_cap
-        self.sync_mma, self.dequant_tile = sync_mma, dequant_tile
+        self.sync_mma, self.dequant_tile, self.weight_only_regime = sync_mma, dequant_tile, weight_only_regime
         self.frac_formats = list(frac_formats)
         self.fmt_idx = np.array([formats.index(f) if f in formats else -1 for f in d.fmt])
         self.frac_idx = np.array([self.frac_formats.index(f) if f in self.frac_formats else -1 for f in d.fmt])
+        # the mixed-input share is a parameter only where some row runs such a GEMM (else: the prior centre)
+        self.wo_share = bool(np.any(d.mixed & (np.broadcast_to(np.asarray(weight_only_regime, dtype=np.float64),
+                                                               (d.n_rows,))[d.row] > 0)))
         self.x0 = np.array([_logit(PRIOR["bandwidth_fraction"]), _logit(PRIOR["compute_fraction"]),
                             np.log(PRIOR["compute_half_rows"]), np.log(PRIOR["kernel_overhead_us"]),
                             np.log(PRIOR["step_overhead_ms"]), np.log(PRIOR["matmul_tflops_per_watt"]),
                             np.log(PRIOR["sm_bandwidth_gbs"])]
                            + [np.log(PRIOR["dequant"])] * len(formats)
-                           + [_logit(PRIOR["compute_fraction"])] * len(self.frac_formats))
+                           + [_logit(PRIOR["compute_fraction"])] * len(self.frac_formats)
+                           + [_logit(PRIOR["weight_only_bandwidth_share"])] * self.wo_share)
 
     @property
     def unused(self) -> set[int]:
@@ -83,8 +91,11 @@ class _Problem:
         v["dequant_overhead"] = {f: float(np.exp(x[7 + i])) for i, f in enumerate(self.formats)}
         k = 7 + len(self.formats)
         v["format_compute_fraction"] = {f: float(_sigmoid(x[k + i])) for i, f in enumerate(self.frac_formats)}
+        v["weight_only_bandwidth_share"] = (float(_sigmoid(x[k + len(self.frac_formats)])) if self.wo_share
+                                            else PRIOR["weight_only_bandwidth_share"])
         v["fp16_accumulate"] = bool(np.all(self.fp16_accumulate))
         v["sync_mma"] = bool(np.all(self.sync_mma))
+        v["weight_only_regime"] = bool(np.all(self.weight_only_regime))
         return v
 
     def times(self, x) -> np.ndarray:
@@ -95,6 +106,8 @@ class _Problem:
         p["fp16_accumulate"] = np.broadcast_to(np.asarray(self.fp16_accumulate, dtype=np.float64), (n,))
         p["sync_mma"] = np.broadcast_to(np.asarray(self.sync_mma, dtype=np.float64), (n,))
         p["dequant_tile_tokens"] = np.broadcast_to(np.asarray(self.dequant_tile, dtype=np.float64), (n,))
+        p["weight_only_regime"] = np.broadcast_to(np.asarray(self.weight_only_regime, dtype=np.float64), (n,))
+        p["weight_only_bandwidth_share"] = np.full(n, v["weight_only_bandwidth_share"])
         dq = np.array([v["dequant_overhead"][f] for f in self.formats] + [0.0])
         p["dequant_factor"] = 1.0 + dq[self.fmt_idx]
         if self.frac_formats:
@@ -109,19 +122,21 @@ class _Problem:
 def fit_design(d: Design, formats: list[str], fp16_accumulate: bool = False,
                iterations: int = 60, x_init=None, sm_cap: bool = True,
                frac_formats: tuple[str, ...] = (), sync_mma: bool = False,
-               dequant_tile=0) -> tuple[dict, np.ndarray]:
+               dequant_tile=0, weight_only_regime=False) -> tuple[dict, np.ndarray]:
     """MAP fit of one class; returns (parameters, residuals log(pred/measured) of the design's rows).
-    fp16_accumulate, sync_mma and dequant_tile (tokens per dequantizing tile, Efficiency.dequant_tile_tokens) are
-    not fitted: they are what the runtime's code does (set per runtime in benchmark.py; scalars or per-row arrays).
+    fp16_accumulate, sync_mma, dequant_tile (tokens per dequantizing tile, Efficiency.dequant_tile_tokens) and
+    weight_only_regime (Efficiency.weight_only_regime) are not fitted: they are what the runtime's code does (set per runtime in benchmark.py; scalars or per-row arrays).
     sm_cap: try the SM bandwidth cap (module docstring); False = no cap. frac_formats: native weight formats that
     get a compute fraction of their own (own_fraction_formats)."""
     if x_init is not None:
-        return _solve(_Problem(d, formats, fp16_accumulate, sm_cap, frac_formats, sync_mma, dequant_tile),
+        return _solve(_Problem(d, formats, fp16_accumulate, sm_cap, frac_formats, sync_mma, dequant_tile,
+                               weight_only_regime),
                       np.array(x_init, dtype=np.float64), iterations)
-    prob = _Problem(d, formats, fp16_accumulate, False, frac_formats, sync_mma, dequant_tile)
+    prob = _Problem(d, formats, fp16_accumulate, False, frac_formats, sync_mma, dequant_tile, weight_only_regime)
     v, r, f, x = _solve(prob, prob.x0.copy(), iterations, full=True)
     if sm_cap and np.any(d.sm > 0):  # try the cap, from the uncapped solution
-        capped = _Problem(d, formats, fp16_accumulate, True, frac_formats, sync_mma, dequant_tile)
+        capped = _Problem(d, formats, fp16_accumulate, True, frac_formats, sync_mma, dequant_tile,
+                          weight_only_regime)
         vc, rc, fc, _ = _solve(capped, np.where(np.arange(len(capped.x0)) == CAP_INDEX, capped.x0, x), CAP_ITERATIONS,
                                full=True)
         if sm_cap_binds(d, vc) and 2 * (f - fc) / RESIDUAL_SD ** 2 > np.log(max(d.n_rows, 2)):
@@ -207,6 +222,8 @@ def predict_with(d: Design, v: dict) -> np.ndarray:
     p["fp16_accumulate"] = np.full(n, float(v.get("fp16_accumulate", False)))
     p["sync_mma"] = np.full(n, float(v.get("sync_mma", False)))
     p["dequant_tile_tokens"] = np.full(n, float(v.get("dequant_tile_tokens", 0)))
+    p["weight_only_regime"] = np.full(n, float(v.get("weight_only_regime", False)))
+    p["weight_only_bandwidth_share"] = np.full(n, float(v.get("weight_only_bandwidth_share", 1.0)))
     dq = v.get("dequant_overhead") or {}
     p["dequant_factor"] = np.array([1.0 + dequant_overhead_for(dq, f)[0] for f in d.fmt])
     fcf = v.get("format_compute_fraction") or {}

@@ -16,7 +16,8 @@ P_class and bandwidth BW:
   other ops:     P x cf_o = P x e.compute_fraction
   cf of matmul ops = e.format_compute_fraction[fmt] where the profile lists the row's format
 
-  on a unit the regime fit applies to (regimes.gemm_regime_for: an SM count, a vendor the kernel tables measured),
+  on a unit the regime fit applies to (regimes.gemm_regime_for: an SM count, a vendor the kernel tables measured;
+  weight-only quantized formats only where e.weight_only_regime),
   weight GEMMs take (max(t_c, F / (P x kernel_fraction) / small_m_efficiency(R, tile))^p + t_m^p)^(1/p) instead
   of the max, with R / (R + half) dropped (planner.regimes.weight_gemm_time_s; constants in hardware_specs/defaults/regimes.yaml)
 
@@ -38,8 +39,7 @@ from ..quantization import dequant_overhead_for, weight_format
 from ..regimes import (GROUPED_GEMM_OPS, grouped_compute_ratio, kv_read_factor, regime_constants,
                        weight_gemm_time_s)
 from ..roofline import (dequant_factor_at, device_model, effective_bandwidth_bytes_s, fp16_accumulate_peak,
-                        gemm_rows, kv_passes,
-                        select_unit, unit_gemm_regime)
+                        gemm_rows, is_weight_only_quantized, kv_passes, select_unit, unit_gemm_regime)
 from ..units import GB, GIB, TERA
 from .decode_kernels import score_bytes_factor
 
@@ -229,6 +229,9 @@ class Design:
     sm: np.ndarray           # SM (CU) count of the row's unit, 0 where the spec lists none
     matmul: np.ndarray       # bool: an op of class matmul (format_compute_fraction applies)
     sync_share: np.ndarray   # the unit's mma_sync_share for tensor-core ops (matmul, attention), 1 elsewhere
+    mixed: np.ndarray        # bool: a weight-only quantized GEMM the regime takes where the row's engine runs
+    #                          Marlin-style mixed-input kernels (Efficiency.weight_only_regime; kernel_peak and
+    #                          launch_s then hold its 16-bit regime's)
 
     def subset(self, mask_rows: np.ndarray) -> "Design":
         """The design restricted to rows where mask_rows is True (rows renumbered 0..k-1)."""
@@ -242,7 +245,7 @@ class Design:
                       self.row_ops[idx], self.row_steps[idx], self.measured_time_s[idx], self.work[idx],
                       self.comm_s[idx], self.regime[keep], self.grouped[keep],
                       self.kernel_peak[keep], self.kv_copy_bytes[keep], self.launch_s[keep], self.sm[keep],
-                      self.matmul[keep], self.sync_share[keep])
+                      self.matmul[keep], self.sync_share[keep], self.mixed[keep])
 
 
 SERVED_MODES = ("single", "queue", "burst")  # TTFT modes of runs through an engine's HTTP server (serving_rows.py)
@@ -281,6 +284,7 @@ def build_design(df) -> Design:
     # device inputs per row (datasheet peaks; efficiency enters only at evaluation)
     dev_peak, dev_acc, dev_bw, dev_tdp, dev_dtypes = {}, np.zeros(n), np.zeros(n), np.zeros(n), {}
     dev_sm, dev_kpeak, dev_launch = np.zeros(n, dtype=bool), np.zeros(n), np.zeros(n)
+    dev_mixed = np.zeros(n, dtype=bool)  # the regime applies only under Efficiency.weight_only_regime
     dev_smc, dev_score, dev_sync = np.zeros(n), np.ones(n), np.ones(n)
     for i, r in enumerate(recs):
         spec = load_hardware(r["hardware"])
@@ -290,6 +294,9 @@ def build_design(df) -> Design:
         dev = device_model(spec, unit, fmt, DATASHEET_EFFICIENCY)
         regime, dev_kpeak[i] = unit_gemm_regime(spec, unit, fmt, dev.dtypes[MATMUL])
         dev_sm[i] = regime is not None
+        if regime is None and is_weight_only_quantized(fmt):
+            regime, dev_kpeak[i] = unit_gemm_regime(spec, unit, fmt, dev.dtypes[MATMUL], weight_only_regime=True)
+            dev_mixed[i] = regime is not None
         dev_smc[i] = float(unit.sm_count or 0)
         dev_sync[i] = unit.mma_sync_share if unit.mma_sync_share is not None else 1.0
         dev_launch[i] = regime.extra_launch_s(dev.dtypes[MATMUL]) if regime is not None else 0.0
@@ -300,7 +307,7 @@ def build_design(df) -> Design:
         dev_tdp[i] = spec.power.tdp_w if spec.power else 0.0
     parts = {k: [] for k in ("row", "weight", "flops", "bytes", "rows_gemm", "gemm", "peak", "peak_acc16", "bw", "tdp_w",
                                      "fmt", "regime", "grouped", "kernel_peak", "kv_copy_bytes", "launch_s", "sm",
-                                     "matmul", "sync_share")}
+                                     "matmul", "sync_share", "mixed")}
     row_ops = np.zeros(n)
     for (model, weights, kv, flash, stage, tp, hw, per_head, same), items in steps_by_group.items():
         arr = np.array(items, dtype=np.float64)
@@ -347,19 +354,21 @@ def build_design(df) -> Design:
             parts["sm"].append(dev_smc[ri])
             parts["matmul"].append(np.full(size, op.compute == MATMUL))
             parts["sync_share"].append(dev_sync[ri] if op.compute in (MATMUL, ATTENTION) else np.ones(size))
+            parts["mixed"].append(dev_mixed[ri] & is_gemm)
             np.add.at(row_ops, ri, w * op.count)
     cat = {k: np.concatenate(v) for k, v in parts.items()}
     return Design(n, cat["row"], cat["weight"], cat["flops"], cat["bytes"], cat["rows_gemm"], cat["gemm"].astype(bool),
                   cat["peak"], cat["peak_acc16"], cat["bw"], cat["tdp_w"], cat["fmt"], row_ops, row_steps, meas, work, comm,
                   cat["regime"].astype(bool), cat["grouped"].astype(bool),
                   cat["kernel_peak"], cat["kv_copy_bytes"], cat["launch_s"], cat["sm"],
-                  cat["matmul"].astype(bool), cat["sync_share"])
+                  cat["matmul"].astype(bool), cat["sync_share"], cat["mixed"].astype(bool))
 
 
 
 def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
     """Predicted time per row. params: per-row arrays bandwidth_fraction, compute_fraction, compute_half_rows,
-    regime_curves (optional, 1 = Efficiency.regime_curves),
+    regime_curves (optional, 1 = Efficiency.regime_curves), weight_only_regime and weight_only_bandwidth_share
+    (optional: Efficiency.weight_only_regime, and the share of bandwidth its mixed-input GEMMs reach),
     kernel_overhead_us, step_overhead_ms, sm_bandwidth_gbs (optional, 0 = no cap), and per-instance dequant_factor
     (1 + overhead of the row's format) and matmul_fraction (optional: format_compute_fraction of the row's format
     for matmul ops, 0 = compute_fraction)."""
@@ -368,7 +377,10 @@ def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
     mf = params.get("matmul_fraction")  # per instance: format_compute_fraction[row format], 0 = not listed
     if mf is not None and np.any(mf > 0):
         cf = np.where(d.matmul & (mf > 0), mf, cf)
-    on = d.regime & (params.get("regime_curves", np.ones(d.n_rows))[r] > 0)  # Efficiency.regime_curves per row
+    curves = params.get("regime_curves", np.ones(d.n_rows))[r] > 0  # Efficiency.regime_curves per row
+    mixed = params.get("weight_only_regime")  # Efficiency.weight_only_regime per row: Marlin-style kernels
+    mix_on = d.mixed & (mixed[r] > 0) & curves if mixed is not None and np.any(mixed > 0) else None
+    on = (d.regime | mix_on if mix_on is not None else d.regime) & curves
     half = np.where(on, 0.0, params["compute_half_rows"][r])  # the regime curve replaces R / (R + half)
     dqf = params["dequant_factor"]
     tile = params.get("dequant_tile_tokens")  # Efficiency.dequant_tile_tokens per row (roofline.dequant_factor_at)
@@ -393,6 +405,9 @@ def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
     else:  # no cap: the same, without the array passes
         bw = d.bw * params["bandwidth_fraction"][r]
     mem = nbytes / bw
+    if mix_on is not None and "weight_only_bandwidth_share" in params:
+        # mixed-input weight-only GEMMs stream at their share of the engine's bandwidth (Efficiency field)
+        mem = np.where(mix_on, mem / params["weight_only_bandwidth_share"][r], mem)
     op_t = np.maximum(comp, mem)
     if np.any(on):  # regimes.weight_gemm_time_s: tile padding and the ridge roll-off
         g = regime_constants().gemm
@@ -413,7 +428,8 @@ def params_for_rows(d: Design, effs: list) -> dict[str, np.ndarray]:
     out = {k: np.array([getattr(e, k) for e in effs], dtype=np.float64)
            for k in ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kernel_overhead_us",
                      "step_overhead_ms", "fp16_accumulate", "matmul_tflops_per_watt", "regime_curves",
-                     "kv_cache_copy", "sm_bandwidth_gbs", "sync_mma", "dequant_tile_tokens")}
+                     "kv_cache_copy", "sm_bandwidth_gbs", "sync_mma", "dequant_tile_tokens",
+                     "weight_only_regime", "weight_only_bandwidth_share")}
     dq_row = [e.dequant_overhead or {} for e in effs]
     out["dequant_factor"] = np.array([1.0 + dequant_overhead_for(dq_row[i], f)[0] for i, f in zip(d.row, d.fmt)])
     fcf_row = [e.format_compute_fraction or {} for e in effs]

@@ -215,3 +215,40 @@ def test_expert_gemm_computes_at_the_grouped_ratio_of_the_dense_rate():
     dev = device_model(amd, amd.units[0], weight_format("bf16"), eff)
     (te,), (td,) = time_ops([expert], dev), time_ops([dense], dev)
     assert float(te.compute_s) == pytest.approx(float(td.compute_s) / r, rel=1e-9)
+
+
+def test_weight_only_formats_take_the_regime_only_under_mixed_input_kernels():
+    assert regimes.gemm_regime_for("NVIDIA", 108, "mxfp4", "bf16") is None  # the engine's own R / (R + half) shape
+    assert regimes.gemm_regime_for("NVIDIA", 108, "mxfp4", "bf16", mixed_input=True) is not None
+    assert regimes.gemm_regime_for("AMD", 304, "gptq-int4", "fp16", mixed_input=True) is None  # unmeasured kernels
+
+
+def test_mixed_input_weight_only_gemm_by_hand():
+    """One MXFP4 expert GEMM at decode on an A100 80GB SXM (bf16 312 TFLOP/s, 2,039 GB/s): 1 token per expert, 1e8
+    parameters = 2e8 flops and 1e8 x 4.25 / 8 = 53.125 MB. Engine fractions 0.8 / 0.7, compute_half_rows 86.
+
+    Marlin-style kernels (weight_only_regime, bandwidth share 0.5): t_m = 53.125e6 / (2039e9 x 0.8 x 0.5) =
+    65.1 us; t_c = 2e8 / (312e12 x 0.7 x 0.784) = 1.17 us (the 64-row tile pads nothing below one tile); t =
+    (t_c^2.5 + t_m^2.5)^(1/2.5) ~ t_m: memory bound. The engine's shape instead: t_c = 2e8 / (312e12 x 0.7 x
+    0.784 x 1 / (1 + 86)) = 102 us against t_m = 32.6 us: compute bound, 3.1x the memory time (what made vLLM's
+    gpt-oss-120b on one A100 predict 1.9x slow against GPUStack's measured TPOT, data/pending/README.md)."""
+    from planner.hardware import Efficiency, load_hardware
+    from planner.ops import OpCost
+    from planner.quantization import weight_format
+    from planner.roofline import device_model, time_ops
+
+    spec, fmt = load_hardware("a100-80gb-sxm"), weight_format("mxfp4")
+    flops, nbytes = 2e8, 1e8 * 4.25 / 8
+    op = OpCost("moe_experts", "decode", 1, flops, nbytes, 0.0)
+    r = regimes.grouped_compute_ratio()
+    base = dict(bandwidth_fraction=0.8, compute_fraction=0.7, compute_half_rows=86.0)
+    marlin = device_model(spec, spec.units[0], fmt, Efficiency(**base, weight_only_regime=True,
+                                                                 weight_only_bandwidth_share=0.5))
+    (ot,) = time_ops([op], marlin)
+    t_m, t_c = nbytes / (2039e9 * 0.8 * 0.5), flops / (312e12 * 0.7 * r)
+    assert float(ot.time_s) == pytest.approx((t_c ** 2.5 + t_m ** 2.5) ** 0.4, rel=1e-9)
+    assert float(ot.time_s) == pytest.approx(65.1e-6, rel=2e-3)
+    own = device_model(spec, spec.units[0], fmt, Efficiency(**base))
+    (ot,) = time_ops([op], own)
+    assert float(ot.time_s) == pytest.approx(flops / (312e12 * 0.7 * r / 87), rel=1e-9)
+    assert float(ot.time_s) == pytest.approx(101.6e-6, rel=2e-3)
