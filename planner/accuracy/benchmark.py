@@ -373,7 +373,29 @@ def production_fits(df, d: Design) -> dict:
                     out[(rt, cls)] = (lvl, _fit(df, d, m, ENGINES[rt][3], cls, lvl, rt in SYNC_MMA_ENGINES,
                                                 DEQUANT_TILE_TOKENS.get((rt, cls), 0), rt in MIXED_INPUT_ENGINES), m)
                     break
+    _share_mixed_input_kernels(out, d)
     return out
+
+
+def _share_mixed_input_kernels(fits: dict, d: Design) -> None:
+    """The weight_only_bandwidth_share of a mixed-input engine whose fit rows run no such GEMM (SGLang, TGI: no
+    weight-only row) is that of the mixed-input engines that measured it on the same class, pooled by their rows
+    (the same Marlin / Triton matmul_ogs kernels: SGLang and TGI import vLLM's), not the fit's prior centre; the
+    prior stays where no engine on the class measured it. Production profiles only: a leave-one-source-out row runs
+    such a GEMM only where its own engine's fit has rows of it."""
+    def mixed_rows(m):
+        return int(np.unique(d.row[d.mixed & m[d.row]]).size)
+
+    for cls in {c for _, c in fits}:
+        measured = [(mixed_rows(m), p["weight_only_bandwidth_share"]) for (rt, c), (_, p, m) in fits.items()
+                    if c == cls and rt in MIXED_INPUT_ENGINES and mixed_rows(m) > 0]
+        if not measured:
+            continue
+        n, share = np.array([x[0] for x in measured], dtype=float), np.array([x[1] for x in measured])
+        pooled = float(np.exp(np.sum(n * np.log(share)) / n.sum()))  # geometric mean weighted by rows
+        for (rt, c), (_, p, m) in fits.items():
+            if c == cls and rt in MIXED_INPUT_ENGINES and mixed_rows(m) == 0:
+                p["weight_only_bandwidth_share"] = pooled
 
 
 def _moe(frame) -> np.ndarray:

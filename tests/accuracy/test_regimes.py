@@ -252,3 +252,21 @@ def test_mixed_input_weight_only_gemm_by_hand():
     (ot,) = time_ops([op], own)
     assert float(ot.time_s) == pytest.approx(flops / (312e12 * 0.7 * r / 87), rel=1e-9)
     assert float(ot.time_s) == pytest.approx(101.6e-6, rel=2e-3)
+
+
+def test_mixed_input_engines_share_the_measured_bandwidth_share():
+    """vLLM's NVIDIA class fits weight_only_bandwidth_share from its MXFP4 rows; SGLang and TGI, which have no
+    weight-only row, take that measured share (the same kernels), not the prior centre (0.8); llama.cpp does not run
+    mixed-input kernels and keeps 1."""
+    from planner.accuracy.fit import PRIOR
+    from planner.runtimes import load_runtime
+
+    def eff(rt):
+        return next(c.efficiency for c in load_runtime(rt).classes if c.vendor == "nvidia")
+
+    vllm = eff("vllm")
+    assert vllm.weight_only_regime and 0.3 < vllm.weight_only_bandwidth_share < PRIOR["weight_only_bandwidth_share"]
+    for rt in ("sglang", "tgi"):
+        assert eff(rt).weight_only_regime
+        assert eff(rt).weight_only_bandwidth_share == pytest.approx(vllm.weight_only_bandwidth_share, rel=1e-3)
+    assert not eff("llamacpp").weight_only_regime and eff("llamacpp").weight_only_bandwidth_share == 1.0
