@@ -257,6 +257,7 @@ class RooflineReport(_Out):
     effective_bandwidth_gbs: float = 0.0  # roofline.effective_bandwidth_bytes_s / 1e9 (bandwidth_fraction, SM cap)
     sm_count: int = 0                     # the unit's SMs, 0 where its spec lists none
     peak_note: str = ""                   # why peak_tflops['matmul'] differs from the listed peak (roofline.matmul_peak_note)
+    weight_bandwidth_share: float = 1.0   # mixed-input weight-only GEMMs: their share of the effective bandwidth
 
 
 class EngineReport(_Out):
@@ -548,7 +549,8 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
                           ridge_flop_per_byte=dev.ridge_flop_per_byte,
                           effective_ridge_flop_per_byte=dev.eff_peak_flops[MATMUL] / dev.eff_bandwidth_bytes_s,
                           effective_bandwidth_gbs=dev.eff_bandwidth_bytes_s / 1e9, sm_count=dev.sm_count,
-                          peak_note=matmul_peak_note(u, dev.dtypes[MATMUL], eff))
+                          peak_note=matmul_peak_note(u, dev.dtypes[MATMUL], eff),
+                          weight_bandwidth_share=dev.weight_bandwidth_share)
     iv_report = None
     if pc is not None:
         regime = None if idd is None else next(k for k in (("decode", "throughput") if batch == 1 else

@@ -130,6 +130,11 @@ def explain_text(e: Estimate) -> str:
             lines.append(f"  {phase:8s} compute {x[phase]['compute_share'] * 100:5.1f}%   bandwidth "
                          f"{x[phase]['bandwidth_share'] * 100:5.1f}%")
     lines.append("  A measurement slower than predicted reaches proportionally less: measured/predicted x these.")
+    share = e.roofline.weight_bandwidth_share
+    if share < 1.0:
+        lines.append(f"  Weight GEMMs run mixed-input (Marlin-style) {e.weights} kernels: the 16-bit GEMM curve, their "
+                     f"bytes streamed at {share:.2f} x the engine's bandwidth "
+                     f"({e.roofline.effective_bandwidth_gbs * share:,.0f} GB/s; weight_only_bandwidth_share).")
     dq, src = dequant_overhead_for(e.efficiency.dequant_overhead, e.weights)
     if dq and e.decode is not None and e.decode.bound == "compute":
         lines.append(f"  Decode is compute bound on dequantization (not in the compute share, 2 FLOP per weight): "

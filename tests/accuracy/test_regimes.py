@@ -270,3 +270,29 @@ def test_mixed_input_engines_share_the_measured_bandwidth_share():
         assert eff(rt).weight_only_regime
         assert eff(rt).weight_only_bandwidth_share == pytest.approx(vllm.weight_only_bandwidth_share, rel=1e-3)
     assert not eff("llamacpp").weight_only_regime and eff("llamacpp").weight_only_bandwidth_share == 1.0
+
+
+def test_explain_names_the_mixed_input_share_where_it_applies(capsys):
+    """gpt-oss-120b MXFP4 under vLLM on an A100 runs the mixed-input kernels: --explain names their share and the
+    bandwidth it gives (the engine's effective bandwidth x the share); on an MI300X (no fitted regime for AMD CUs)
+    and for a 16-bit model the share is 1 and no such line is printed."""
+    import json
+
+    from planner.cli import main
+    from planner.runtimes import load_runtime
+
+    share = next(c.efficiency for c in load_runtime("vllm").classes
+                 if c.vendor == "nvidia").weight_only_bandwidth_share
+    args = ["estimate", "-m", "gpt-oss-120b", "-H", "a100-80gb-sxm", "-w", "mxfp4", "--runtime", "vllm", "-b", "4"]
+    assert main(args + ["--json"]) == 0
+    roof = json.loads(capsys.readouterr().out)["roofline"]
+    assert roof["weight_bandwidth_share"] == pytest.approx(share)
+    assert main(args + ["--explain"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "mixed-input" in x)
+    assert f"{roof['effective_bandwidth_gbs'] * share:,.0f} GB/s" in line
+    for other in (["-H", "mi300x", "-w", "mxfp4"], ["-H", "a100-80gb-sxm", "-w", "bf16"]):
+        a = ["estimate", "-m", "gpt-oss-120b", "--runtime", "vllm", "-b", "4"] + other
+        assert main(a + ["--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["roofline"]["weight_bandwidth_share"] == 1.0
+        assert main(a + ["--explain"]) == 0
+        assert "mixed-input" not in capsys.readouterr().out
