@@ -22,8 +22,8 @@ from .hardware import DEQUANT_MATVEC_TOKENS, ComputeUnit, Efficiency, HardwareSp
 from .lazy import np
 from .ops import ATTENTION, MATMUL, VECTOR, OpCost
 from .quantization import WeightFormat, dequant_overhead_for
-from .regimes import (GROUPED_GEMM_OPS, MEASURED_GEMM_FORMATS, GemmRegime, fmax, gemm_regime_for, grouped_compute_ratio, kv_read_factor,
-                      matmul_preferences, regime_constants, weight_gemm_time_s)
+from .regimes import (GROUPED_GEMM_OPS, MEASURED_GEMM_FORMATS, GemmRegime, fmax, gemm_regime_for,
+                      grouped_compute_ratio, kv_read_factor, matmul_preferences, regime_constants, weight_gemm_time_s)
 from .replay import as_float
 from .units import GB, TERA, US
 
@@ -336,7 +336,9 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
     regimes.weight_gemm_time_s: the compute time padded to tile_m-row tiles and combined with the memory time by
     the ridge roll-off (t_c^p + t_m^p)^(1/p) instead of max(), constants fitted to measured
     kernels (hardware_specs/defaults/regimes.yaml). The engine's compute_fraction stays the engine's share of the
-    peak; the regime curve only gives the shape."""
+    peak; the regime curve only gives the shape. A weight-only quantized GEMM takes the curve too where the engine
+    runs Marlin-style mixed-input kernels (Efficiency.weight_only_regime), its bytes at
+    DeviceModel.weight_bandwidth_share of the bandwidth."""
     peaks, bw = dev.eff_peak_flops, dev.eff_bandwidth_bytes_s
     ovh = dev.efficiency.kernel_overhead_us * US
     half = getattr(dev, "compute_half_rows", None)
