@@ -22,11 +22,11 @@ from .hardware import Efficiency, HardwareSpec, load_hardware
 from .latency import decode_sum_s, point_latency_fast, stage_op_times
 from .memory import DEFAULT_SETTINGS, EngineSettings, check_engine, max_batch, max_context, plan_memory_fast
 from .model_files import resolve_weights
-from .ops import (MATMUL, decode_ops, kv_bytes_per_sequence, kv_bytes_per_token, kv_bytes_per_token_per_layer, prefill_ops, totals,
+from .ops import (MATMUL, decode_ops, expert_bytes_per_weight, kv_bytes_per_sequence, kv_bytes_per_token, kv_bytes_per_token_per_layer, prefill_ops, totals,
                   weights_source)
 from .quantization import WeightFormat, kv_dtype as norm_kv_dtype
-from .roofline import (DeviceModel, OpTime, device_model, matmul_peak_note, select_unit, step_bound, step_time_s,
-                       time_ops)
+from .roofline import (DeviceModel, OpTime, device_model, matmul_peak_note, op_format_share, select_unit, step_bound,
+                       step_time_s, time_ops)
 from .runtimes import default_interval_class, interval_for, request_path_ms
 from .units import GB, MAX_COUNT
 
@@ -258,6 +258,7 @@ class RooflineReport(_Out):
     sm_count: int = 0                     # the unit's SMs, 0 where its spec lists none
     peak_note: str = ""                   # why peak_tflops['matmul'] differs from the listed peak (roofline.matmul_peak_note)
     weight_bandwidth_share: float = 1.0   # mixed-input weight-only GEMMs: their share of the effective bandwidth
+    mixed_input_weights: str = ""         # which weights run those kernels: the format, or gpt-oss's routed experts
 
 
 class EngineReport(_Out):
@@ -361,6 +362,21 @@ def _check_workload(batch: int, prompt: int, output: int):
     for name, v in (("batch", batch), ("prompt", prompt), ("output", output)):
         if not isinstance(v, (int,)) or isinstance(v, bool) or not 1 <= v <= MAX_COUNT:
             raise PlannerError(f"--{name}: must be an integer between 1 and {MAX_COUNT:,}, got {v!r}")
+
+
+def _mixed_input(m: ModelArch, fmt: WeightFormat, dev: DeviceModel) -> dict:
+    """The RooflineReport fields naming the weights that run mixed-input weight-only kernels and their bandwidth
+    share: every weight GEMM of a weight-only format the engine runs so (DeviceModel.weight_bandwidth_share), or the
+    routed experts a checkpoint keeps in such a format under a wider one (gpt-oss's mxfp4 under bf16:
+    DeviceModel.mixed_input_share, roofline.op_format_share); share 1 and '' elsewhere."""
+    if dev.weight_bandwidth_share < 1.0:
+        return {"weight_bandwidth_share": dev.weight_bandwidth_share, "mixed_input_weights": f"{fmt.name} weight GEMMs"}
+    own = m.expert_weight_format
+    if own and expert_bytes_per_weight(m, fmt) < fmt.bytes_per_weight:
+        share = op_format_share(own, dev.mixed_input_share)
+        if share < 1.0:
+            return {"weight_bandwidth_share": share, "mixed_input_weights": f"routed experts ({own})"}
+    return {"weight_bandwidth_share": 1.0, "mixed_input_weights": ""}
 
 
 def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str | None = None, kv_dtype: str = "fp16",
@@ -550,7 +566,7 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
                           effective_ridge_flop_per_byte=dev.eff_peak_flops[MATMUL] / dev.eff_bandwidth_bytes_s,
                           effective_bandwidth_gbs=dev.eff_bandwidth_bytes_s / 1e9, sm_count=dev.sm_count,
                           peak_note=matmul_peak_note(u, dev.dtypes[MATMUL], eff),
-                          weight_bandwidth_share=dev.weight_bandwidth_share)
+                          **_mixed_input(m, fmt, dev))
     iv_report = None
     if pc is not None:
         regime = None if idd is None else next(k for k in (("decode", "throughput") if batch == 1 else

@@ -55,6 +55,8 @@ class OpCost:
     kv_group: float = 1.0   # attention ops reading the cache: query heads per K/V head (MLA's latent: 1)
     kv_passes: float = 1.0  # passes over the cached K/V: kv_group where attention is materialized, else 1
     score_bytes: np.ndarray | float = 0.0  # materialized score-matrix bytes inside act_bytes (module docstring)
+    weight_format: str | None = None  # the op's weight storage format where it is not the model's (gpt-oss's
+    #                                   routed experts stay mxfp4 under a bf16 model: expert_bytes_per_weight)
 
     @property
     def bytes(self):
@@ -338,8 +340,10 @@ def step_ops(m: ModelArch, fmt: WeightFormat, kv_dtype: str, stage: str, batch, 
         lp, w = m.latent_proj_params(), m.expert_width
         if lp:  # LatentMoE: hidden -> latent before the routed experts, latent -> hidden after them
             ops.append(OpCost("moe_latent_proj", stage, nm, 2 * T * lp, lp * bpw, T * 2 * (h + w) * a))
-        ops.append(OpCost("moe_experts", stage, nm, 2 * T * k * ep, touched * ep * expert_bytes_per_weight(m, fmt),
-                          T * k * (2 * w + 3 * Ie) * a))
+        ebpw = expert_bytes_per_weight(m, fmt)
+        ops.append(OpCost("moe_experts", stage, nm, 2 * T * k * ep, touched * ep * ebpw,
+                          T * k * (2 * w + 3 * Ie) * a,
+                          weight_format=m.expert_weight_format if ebpw < fmt.bytes_per_weight else None))
         sp = m.shared_expert_params()
         if sp:
             ops.append(OpCost("moe_shared_experts", stage, nm, 2 * T * sp, sp * bpw, T * 3 * h * a))

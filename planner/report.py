@@ -132,8 +132,8 @@ def explain_text(e: Estimate) -> str:
     lines.append("  A measurement slower than predicted reaches proportionally less: measured/predicted x these.")
     share = e.roofline.weight_bandwidth_share
     if share < 1.0:
-        lines.append(f"  Weight GEMMs run mixed-input (Marlin-style) {e.weights} kernels: the 16-bit GEMM curve, their "
-                     f"bytes streamed at {share:.2f} x the engine's bandwidth "
+        lines.append(f"  Mixed-input (Marlin-style) kernels run the {e.roofline.mixed_input_weights}: the 16-bit GEMM "
+                     f"curve, their bytes streamed at {share:.2f} x the engine's bandwidth "
                      f"({e.roofline.effective_bandwidth_gbs * share:,.0f} GB/s; weight_only_bandwidth_share).")
     dq, src = dequant_overhead_for(e.efficiency.dequant_overhead, e.weights)
     if dq and e.decode is not None and e.decode.bound == "compute":

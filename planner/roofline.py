@@ -21,7 +21,7 @@ from .errors import PlannerError
 from .hardware import DEQUANT_MATVEC_TOKENS, ComputeUnit, Efficiency, HardwareSpec, default_efficiency
 from .lazy import np
 from .ops import ATTENTION, MATMUL, VECTOR, OpCost
-from .quantization import WeightFormat, dequant_overhead_for
+from .quantization import WeightFormat, dequant_overhead_for, weight_format
 from .regimes import (GROUPED_GEMM_OPS, MEASURED_GEMM_FORMATS, GemmRegime, fmax, gemm_regime_for,
                       grouped_compute_ratio, kv_read_factor, matmul_preferences, regime_constants, weight_gemm_time_s)
 from .replay import as_float
@@ -160,6 +160,9 @@ class DeviceModel:
     sm_count: int = 0                       # the unit's SMs (CUs), 0 where the spec lists none
     matmul_fraction: float = 0.0            # efficiency.format_compute_fraction[format], 0 = not listed
     weight_bandwidth_share: float = 1.0     # efficiency.weight_only_bandwidth_share where mixed-input GEMMs apply
+    mixed_input_share: float = 1.0          # the same for an op stored in another weight-only format (OpCost.
+    #                                         weight_format: gpt-oss's mxfp4 experts) where the unit runs such kernels
+    mixed_input_unit: bool = False          # the engine runs mixed-input kernels here (such an op takes the regime)
 
     @cached_property  # read once per operator timed: computed once per device model
     def eff_peak_flops(self) -> dict[str, float]:
@@ -171,6 +174,14 @@ class DeviceModel:
         if self.matmul_fraction:
             out[MATMUL] = self.peak_tflops[MATMUL] * TERA * self.matmul_fraction
         return out
+
+    @cached_property
+    def base_matmul_flops(self) -> float:
+        """The matmul peak x the engine's fraction without the model format's own (format_compute_fraction): the
+        rate of a weight GEMM stored in a format of its own (OpCost.weight_format, gpt-oss's MXFP4 experts)."""
+        eff = self.efficiency
+        by_class = getattr(eff, "class_compute_fraction", None) or {}
+        return self.peak_tflops[MATMUL] * TERA * by_class.get(MATMUL, eff.compute_fraction)
 
     @cached_property
     def eff_bandwidth_bytes_s(self) -> float:
@@ -214,13 +225,16 @@ def _device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff:
     regime, kernel_peak = (unit_gemm_regime(spec, unit, fmt, dtypes[MATMUL], getattr(eff, "weight_only_regime", False))
                            if getattr(eff, "regime_curves", True) else (None, 0.0))
     launch = regime.extra_launch_s(dtypes[MATMUL]) if regime is not None else 0.0
-    mixed = (regime is not None and getattr(eff, "weight_only_regime", False) and is_weight_only_quantized(fmt)
-             and fmt.name not in MEASURED_GEMM_FORMATS)
-    wshare = float(getattr(eff, "weight_only_bandwidth_share", 1.0)) if mixed else 1.0
+    # the engine runs mixed-input kernels on this unit (the regime takes weight-only formats here)
+    mixed_unit = (getattr(eff, "weight_only_regime", False) and getattr(eff, "regime_curves", True)
+                  and gemm_regime_for(spec.vendor, unit.sm_count, fmt.name, dtypes[MATMUL], True) is not None)
+    mshare = float(getattr(eff, "weight_only_bandwidth_share", 1.0)) if mixed_unit else 1.0
+    wshare = mshare if is_weight_only_quantized(fmt) and fmt.name not in MEASURED_GEMM_FORMATS else 1.0
     return DeviceModel(spec.id, unit.name, dtypes, peaks, bw, eff, fmt.bytes_per_weight, dq,
                        int(getattr(eff, "dequant_tile_tokens", 0) or 0), cap, half,
                        tuple(unit.peak_tflops), regime, kernel_peak * share, launch, unit.sm_count or 0,
-                       (getattr(eff, "format_compute_fraction", None) or {}).get(fmt.name, 0.0), wshare)
+                       (getattr(eff, "format_compute_fraction", None) or {}).get(fmt.name, 0.0), wshare, mshare,
+                       bool(mixed_unit))
 
 
 def unit_gemm_regime(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, dtype: str,
@@ -234,6 +248,32 @@ def unit_gemm_regime(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, d
     if regime is None:
         return None, 0.0
     return regime, unit.peak_tflops[dtype] * TERA * regime.kernel_compute_fraction[dtype]
+
+
+def own_format_regime(name: str, applies, mixed_unit, half, half_gemm, regime_on: bool, has_regime: bool):
+    """(applies, half rows, regime on) for a weight GEMM stored in a format of its own (OpCost.weight_format) on a
+    device where the model's format gives (applies, half_gemm, regime_on): a weight-only quantized format takes the
+    regime only where the engine runs mixed-input kernels (DeviceModel.mixed_input_unit), else the engine's R / (R +
+    half) shape; any other format as the model's. Scalars for one device, arrays for a stacked sweep device."""
+    if not is_weight_only_quantized(weight_format(name)):
+        return applies, half_gemm, regime_on
+    if applies.__class__ is bool and mixed_unit.__class__ is bool:
+        a = applies and mixed_unit
+        return a, (0.0 if a else half), (has_regime and a)
+    a = np.logical_and(np.asarray(applies), np.asarray(mixed_unit) > 0)
+    return a, np.where(a, 0.0, half), has_regime and bool(np.any(a))
+
+
+def op_bytes_per_weight(name: str) -> float:
+    """Bytes per weight of an op stored in a format of its own (OpCost.weight_format)."""
+    return weight_format(name).bytes_per_weight
+
+
+def op_format_share(name: str, mixed_input_share):
+    """Bandwidth share of a weight GEMM stored in format `name` (OpCost.weight_format) on a device whose engine
+    streams mixed-input weight-only GEMMs at mixed_input_share (DeviceModel.mixed_input_share): that share for a
+    weight-only quantized format, 1 otherwise."""
+    return mixed_input_share if is_weight_only_quantized(weight_format(name)) else 1.0
 
 
 def is_weight_only_quantized(fmt: WeightFormat) -> bool:
@@ -371,16 +411,26 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
         kernel_peak = np.where(applies, kernel_peak, 1.0)
         half_gemm = np.where(applies, 0.0, half)
     wshare = getattr(dev, "weight_bandwidth_share", 1.0)  # mixed-input weight-only GEMMs (Efficiency field)
+    mshare = getattr(dev, "mixed_input_share", 1.0)  # the same for an op stored in another weight-only format
+    munit = getattr(dev, "mixed_input_unit", False)  # a bool, or 0/1 per stacked device
     grouped_rate = None  # read on the first expert GEMM only (a dense model's estimate never loads regimes.yaml for it)
     out = []
     for op in ops:
-        peak = peaks[op.compute]
+        own = op.weight_format  # an op stored in a format of its own (gpt-oss's experts): its bytes and kernels
+        peak = peaks[op.compute] if own is None or op.compute != MATMUL else dev.base_matmul_flops
         weight_gemm = op.compute == MATMUL and _any_positive(op.weight_bytes)
-        rows = gemm_rows(op, getattr(dev, "bytes_per_weight", 2.0)) if weight_gemm and (refine or regime_on) else None
+        if own is None:
+            share, op_applies, op_half, op_on = wshare, applies, half_gemm, regime_on
+        else:  # a weight-only format takes the regime only where the engine runs mixed-input kernels
+            share = op_format_share(own, mshare)
+            op_applies, op_half, op_on = own_format_regime(own, applies, munit, half, half_gemm, regime_on,
+                                                           gemm_regime is not None)
+        rows = (gemm_rows(op, getattr(dev, "bytes_per_weight", 2.0) if own is None else op_bytes_per_weight(own))
+                if weight_gemm and (refine or op_on) else None)
         if refine and weight_gemm:  # the regime curve replaces the engine's R / (R + half_rows) shape
             capped = (peak if peak <= cap else cap) if peak.__class__ is float and cap.__class__ is float \
                 else np.minimum(peak, cap)
-            peak = capped * matmul_peak_scale(rows, half_gemm, dequant_factor_at(rows, dq, dq_tile))
+            peak = capped * matmul_peak_scale(rows, op_half, dequant_factor_at(rows, dq, dq_tile))
         grouped = weight_gemm and op.name in GROUPED_GEMM_OPS
         if grouped:  # an expert GEMM computes at grouped_compute_ratio x the dense rate (planner.regimes)
             grouped_rate = grouped_compute_ratio() if grouped_rate is None else grouped_rate
@@ -389,9 +439,9 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
             peak = peak / (1.0 + kv_dq[op.kv_dtype])
         t, c, m = roofline_time_s(op.flops, op_bytes(op, getattr(dev, "unit_dtypes", None), kv_copy, per_head,
                                                      score_factor), peak,
-                                  bw * wshare if weight_gemm and not (wshare.__class__ is float and wshare == 1.0)
+                                  bw * share if weight_gemm and not (share.__class__ is float and share == 1.0)
                                   else bw)
-        if weight_gemm and regime_on:  # tile padding and the ridge roll-off (planner.regimes)
+        if weight_gemm and op_on:  # tile padding and the ridge roll-off (planner.regimes)
             kpeak = kernel_peak * grouped_rate if grouped else kernel_peak
             kernel_c = (op.flops / kpeak if op.flops.__class__ is float and kpeak.__class__ is float
                         else np.asarray(op.flops, dtype=np.float64) / kpeak)
@@ -400,11 +450,11 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
             # max of the two), their ratio (the bound) unchanged
             stretch = t_r / (fmax(fmax(c_r, m), 1e-300) if c_r.__class__ is float and m.__class__ is float
                              else np.maximum(np.maximum(c_r, m), 1e-300))
-            if applies is True:
+            if op_applies is True:
                 t, c, m = t_r, c_r * stretch, m * stretch
             else:
-                t, c, m = (np.where(applies, t_r, t), np.where(applies, c_r * stretch, c),
-                           np.where(applies, m * stretch, m))
+                t, c, m = (np.where(op_applies, t_r, t), np.where(op_applies, c_r * stretch, c),
+                           np.where(op_applies, m * stretch, m))
             o = ovh + launch
             out.append(OpTime(op, op.count * (t + o), op.count * c, op.count * m, op.count * o))
             continue

@@ -54,6 +54,9 @@ class _StackedDevice:
     gemm_launch_s: np.ndarray | float = 0.0      # per device (roofline.DeviceModel.gemm_launch_s)
     dequant_tile_tokens: np.ndarray | int = 0    # per device (roofline.dequant_factor_at), 0 where every one is flat
     weight_bandwidth_share: np.ndarray | float = 1.0  # per device (roofline.DeviceModel.weight_bandwidth_share)
+    mixed_input_share: np.ndarray | float = 1.0  # per device (roofline.DeviceModel.mixed_input_share)
+    mixed_input_unit: np.ndarray | bool = False  # per device (roofline.DeviceModel.mixed_input_unit)
+    base_matmul_flops: np.ndarray | float = 0.0  # per device (roofline.DeviceModel.base_matmul_flops)
 
 
 def _per_device(values, shape, neutral):
@@ -84,7 +87,10 @@ def _stack(devs) -> _StackedDevice:
         np.array([d.kernel_peak_flops for d in devs]).reshape(shape),
         np.array([d.gemm_launch_s for d in devs]).reshape(shape),
         _per_device([d.dequant_tile_tokens for d in devs], shape, 0),
-        _per_device([d.weight_bandwidth_share for d in devs], shape, 1.0))
+        _per_device([d.weight_bandwidth_share for d in devs], shape, 1.0),
+        _per_device([d.mixed_input_share for d in devs], shape, 1.0),
+        _per_device([d.mixed_input_unit for d in devs], shape, False),
+        np.array([d.base_matmul_flops for d in devs]).reshape(shape))
 
 
 def _devices_for(fmt, specs, prof, efficiency, P, O, full):

@@ -107,6 +107,32 @@ MODEL_IDS: dict[str, str] = {
     "gemma-3-4b-it (QAT)": "gemma-3-4b",
 }
 
+PUBLISHED_BASE_FORMAT = "bf16"  # the other tensors of a checkpoint whose label names its experts' format
+# engines that run their own re-quantized files rather than the published checkpoint: llama.cpp's MXFP4_MOE GGUFs
+# keep the experts in MXFP4 and quantize the other tensors (Q8_0 in llama.cpp's quantizer for that file type: the
+# ggml-org gpt-oss-20b GGUF's 12.1 GB = ~10.1 GB of experts at 4.25 bits + ~1.9 GB at 8.5), which the rows keep as
+# labelled (every tensor in MXFP4, 6% fewer bytes than that layout)
+OWN_FILE_ENGINES = frozenset({"llamacpp"})
+
+
+def published_layout(model: str | None, fmt: str | None, runtime: str | None = None) -> str | None:
+    """The planner format of a row whose format label names the format a catalog model publishes its routed experts
+    in: gpt-oss's 'mxfp4' rows of a serving engine mean the published checkpoint, experts in MXFP4 and every other
+    tensor (attention, router, embeddings, LM head) in bf16 (data/measured_public.md: "the other tensors are higher
+    precision"), which is the planner's 'bf16' for that model (ops.expert_bytes_per_weight keeps its experts in
+    MXFP4: 5.0 GB read per gpt-oss-120b token, not the 3.6 GB of every tensor in MXFP4). Rows of OWN_FILE_ENGINES
+    and every other row keep their format."""
+    if model is None or fmt is None or runtime in OWN_FILE_ENGINES:
+        return fmt
+    from ..architecture import load_model
+    from ..errors import PlannerError
+    try:
+        own = load_model(model).expert_weight_format
+    except PlannerError:
+        return fmt
+    return PUBLISHED_BASE_FORMAT if own is not None and own == fmt else fmt
+
+
 def planner_format(label) -> str | None:
     """The planner's weight format for a data file's label: any name or alias the planner reads
     (planner.quantization.weight_format, case-insensitive: f16, int4_g32, Q5_K_M, IQ4_XS, exl2_4.0bpw, ...); None
@@ -276,7 +302,8 @@ def map_public_rows(raw, file_name: str):
             "file": file_name, "kind": KINDS[metric], "ttft_mode": "batch",
             "work_div": tp if metric == "throughput_tok_s" else 1,  # TRT-LLM prints tok/s per GPU
             "row": r["row"], "source": r["source_id"], "hardware_label": r["hardware"], "hardware": hw,
-            "model": model, "weights": planner_format(r["weight_format"]), "kv_dtype": KV_DTYPES[r["kv_dtype"]],
+            "model": model, "weights": published_layout(model, planner_format(r["weight_format"]), runtime),
+            "kv_dtype": KV_DTYPES[r["kv_dtype"]],
             "runtime": runtime, "metric": metric, "batch": batch, "prompt": prompt,
             "output": output, "measured": float(r["value"]),
             # TRT-LLM and gpt-fast use fused attention; llama-bench rows say theirs (_llamacpp_settings)

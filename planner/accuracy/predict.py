@@ -36,10 +36,11 @@ from ..architecture import load_model
 from ..hardware import DATASHEET_EFFICIENCY, load_hardware
 from ..ops import ATTENTION, MATMUL, step_ops
 from ..quantization import dequant_overhead_for, weight_format
-from ..regimes import (GROUPED_GEMM_OPS, grouped_compute_ratio, kv_read_factor, regime_constants,
+from ..regimes import (GROUPED_GEMM_OPS, gemm_regime_for, grouped_compute_ratio, kv_read_factor, regime_constants,
                        weight_gemm_time_s)
 from ..roofline import (dequant_factor_at, device_model, effective_bandwidth_bytes_s, fp16_accumulate_peak,
-                        gemm_rows, is_weight_only_quantized, kv_passes, select_unit, unit_gemm_regime)
+                        gemm_rows, is_weight_only_quantized, kv_passes, op_bytes_per_weight, select_unit,
+                        unit_gemm_regime)
 from ..units import GB, GIB, TERA
 from .decode_kernels import score_bytes_factor
 
@@ -232,6 +233,8 @@ class Design:
     mixed: np.ndarray        # bool: a weight-only quantized GEMM the regime takes where the row's engine runs
     #                          Marlin-style mixed-input kernels (Efficiency.weight_only_regime; kernel_peak and
     #                          launch_s then hold its 16-bit regime's)
+    own_wo: np.ndarray       # bool: a weight GEMM stored in a weight-only format of its own (OpCost.weight_format,
+    #                          gpt-oss's mxfp4 experts under bf16): the regime only where `mixed` and the engine's flag
 
     def subset(self, mask_rows: np.ndarray) -> "Design":
         """The design restricted to rows where mask_rows is True (rows renumbered 0..k-1)."""
@@ -245,7 +248,7 @@ class Design:
                       self.row_ops[idx], self.row_steps[idx], self.measured_time_s[idx], self.work[idx],
                       self.comm_s[idx], self.regime[keep], self.grouped[keep],
                       self.kernel_peak[keep], self.kv_copy_bytes[keep], self.launch_s[keep], self.sm[keep],
-                      self.matmul[keep], self.sync_share[keep], self.mixed[keep])
+                      self.matmul[keep], self.sync_share[keep], self.mixed[keep], self.own_wo[keep])
 
 
 SERVED_MODES = ("single", "queue", "burst")  # TTFT modes of runs through an engine's HTTP server (serving_rows.py)
@@ -285,6 +288,7 @@ def build_design(df) -> Design:
     dev_peak, dev_acc, dev_bw, dev_tdp, dev_dtypes = {}, np.zeros(n), np.zeros(n), np.zeros(n), {}
     dev_sm, dev_kpeak, dev_launch = np.zeros(n, dtype=bool), np.zeros(n), np.zeros(n)
     dev_mixed = np.zeros(n, dtype=bool)  # the regime applies only under Efficiency.weight_only_regime
+    dev_mixcap = np.zeros(n, dtype=bool)  # the unit runs mixed-input kernels under the regime (an op's own format)
     dev_smc, dev_score, dev_sync = np.zeros(n), np.ones(n), np.ones(n)
     for i, r in enumerate(recs):
         spec = load_hardware(r["hardware"])
@@ -297,6 +301,7 @@ def build_design(df) -> Design:
         if regime is None and is_weight_only_quantized(fmt):
             regime, dev_kpeak[i] = unit_gemm_regime(spec, unit, fmt, dev.dtypes[MATMUL], weight_only_regime=True)
             dev_mixed[i] = regime is not None
+        dev_mixcap[i] = gemm_regime_for(spec.vendor, unit.sm_count, fmt.name, dev.dtypes[MATMUL], True) is not None
         dev_smc[i] = float(unit.sm_count or 0)
         dev_sync[i] = unit.mma_sync_share if unit.mma_sync_share is not None else 1.0
         dev_launch[i] = regime.extra_launch_s(dev.dtypes[MATMUL]) if regime is not None else 0.0
@@ -307,7 +312,7 @@ def build_design(df) -> Design:
         dev_tdp[i] = spec.power.tdp_w if spec.power else 0.0
     parts = {k: [] for k in ("row", "weight", "flops", "bytes", "rows_gemm", "gemm", "peak", "peak_acc16", "bw", "tdp_w",
                                      "fmt", "regime", "grouped", "kernel_peak", "kv_copy_bytes", "launch_s", "sm",
-                                     "matmul", "sync_share", "mixed")}
+                                     "matmul", "sync_share", "mixed", "own_wo")}
     row_ops = np.zeros(n)
     for (model, weights, kv, flash, stage, tp, hw, per_head, same), items in steps_by_group.items():
         arr = np.array(items, dtype=np.float64)
@@ -333,7 +338,9 @@ def build_design(df) -> Design:
                 sb = np.broadcast_to(np.asarray(op.score_bytes, dtype=np.float64), (size,))
                 nbytes = nbytes + (dev_score[ri] - 1.0) * sb
             is_gemm = op.compute == MATMUL and np.any(np.asarray(op.weight_bytes) > 0)
-            rows = np.broadcast_to(gemm_rows(op, fmt.bytes_per_weight), (size,)) if is_gemm else np.zeros(size)
+            own = op.weight_format  # an op stored in a format of its own (gpt-oss's experts, roofline.time_ops)
+            rows = (np.broadcast_to(gemm_rows(op, fmt.bytes_per_weight if own is None else op_bytes_per_weight(own)),
+                                    (size,)) if is_gemm else np.zeros(size))
             parts["row"].append(ri)
             parts["weight"].append(w * op.count)
             parts["flops"].append(flops)
@@ -354,14 +361,16 @@ def build_design(df) -> Design:
             parts["sm"].append(dev_smc[ri])
             parts["matmul"].append(np.full(size, op.compute == MATMUL))
             parts["sync_share"].append(dev_sync[ri] if op.compute in (MATMUL, ATTENTION) else np.ones(size))
-            parts["mixed"].append(dev_mixed[ri] & is_gemm)
+            own_wo = own is not None and is_weight_only_quantized(weight_format(own))
+            parts["mixed"].append((dev_mixed[ri] if own is None else dev_mixcap[ri] & own_wo) & is_gemm)
+            parts["own_wo"].append(np.full(size, own_wo and is_gemm))
             np.add.at(row_ops, ri, w * op.count)
     cat = {k: np.concatenate(v) for k, v in parts.items()}
     return Design(n, cat["row"], cat["weight"], cat["flops"], cat["bytes"], cat["rows_gemm"], cat["gemm"].astype(bool),
                   cat["peak"], cat["peak_acc16"], cat["bw"], cat["tdp_w"], cat["fmt"], row_ops, row_steps, meas, work, comm,
                   cat["regime"].astype(bool), cat["grouped"].astype(bool),
                   cat["kernel_peak"], cat["kv_copy_bytes"], cat["launch_s"], cat["sm"],
-                  cat["matmul"].astype(bool), cat["sync_share"], cat["mixed"].astype(bool))
+                  cat["matmul"].astype(bool), cat["sync_share"], cat["mixed"].astype(bool), cat["own_wo"].astype(bool))
 
 
 
@@ -376,11 +385,12 @@ def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
     cf = params["compute_fraction"][r]
     mf = params.get("matmul_fraction")  # per instance: format_compute_fraction[row format], 0 = not listed
     if mf is not None and np.any(mf > 0):
-        cf = np.where(d.matmul & (mf > 0), mf, cf)
+        cf = np.where(d.matmul & (mf > 0) & ~d.own_wo, mf, cf)  # an op in a format of its own: not the model's
     curves = params.get("regime_curves", np.ones(d.n_rows))[r] > 0  # Efficiency.regime_curves per row
     mixed = params.get("weight_only_regime")  # Efficiency.weight_only_regime per row: Marlin-style kernels
     mix_on = d.mixed & (mixed[r] > 0) & curves if mixed is not None and np.any(mixed > 0) else None
-    on = (d.regime | mix_on if mix_on is not None else d.regime) & curves
+    base = d.regime & ~d.own_wo  # an op in a weight-only format of its own: the regime only as mixed-input
+    on = (base | mix_on if mix_on is not None else base) & curves
     half = np.where(on, 0.0, params["compute_half_rows"][r])  # the regime curve replaces R / (R + half)
     dqf = params["dequant_factor"]
     tile = params.get("dequant_tile_tokens")  # Efficiency.dequant_tile_tokens per row (roofline.dequant_factor_at)

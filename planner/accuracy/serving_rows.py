@@ -86,7 +86,7 @@ from pathlib import Path
 
 from ..hardware import REPO_ROOT
 from .decode_kernels import decode_kernel_per_query_head
-from .data import planner_format
+from .data import planner_format, published_layout
 from .labels import hardware_id, model_id
 
 SERVING_PATH = REPO_ROOT / "data" / "measured_serving.csv"
@@ -298,7 +298,8 @@ def map_serving_row(r: dict, hw_known: set, models_known: set, run_output_tok_s:
     model = _match(MODEL_PATTERNS, r["model"]) or model_id(r["model"], models_known)
     # the source's label by pattern, else any format name the planner reads (EXL2 at its bitrate, llama.cpp
     # quants); a bitrate outside EXL2_BITS or an unknown name is listed below as a format without an equivalent
-    wf = _match(FORMAT_PATTERNS, r["weight_format"]) or planner_format(r["weight_format"])
+    wf = published_layout(model, _match(FORMAT_PATTERNS, r["weight_format"]) or planner_format(r["weight_format"]),
+                          serving_runtime(r["framework"]))
     kv_label = r["kv_dtype"]
     kv = _match(KV_PATTERNS, kv_label) if isinstance(kv_label, str) and not kv_label.startswith("auto") else None
     if kv is None and wf is not None:

@@ -248,6 +248,12 @@ def test_mixed_input_weight_only_gemm_by_hand():
     t_m, t_c = nbytes / (2039e9 * 0.8 * 0.5), flops / (312e12 * 0.7 * r)
     assert float(ot.time_s) == pytest.approx((t_c ** 2.5 + t_m ** 2.5) ** 0.4, rel=1e-9)
     assert float(ot.time_s) == pytest.approx(65.1e-6, rel=2e-3)
+    # the same expert GEMM stored in MXFP4 under a bf16 model (gpt-oss's published layout, OpCost.weight_format):
+    # the same kernels, so the same time
+    bf16 = device_model(spec, spec.units[0], weight_format("bf16"), Efficiency(**base, weight_only_regime=True,
+                                                                               weight_only_bandwidth_share=0.5))
+    (ob,) = time_ops([OpCost("moe_experts", "decode", 1, flops, nbytes, 0.0, weight_format="mxfp4")], bf16)
+    assert float(ob.time_s) == pytest.approx(float(ot.time_s), rel=1e-12)
     own = device_model(spec, spec.units[0], fmt, Efficiency(**base))
     (ot,) = time_ops([op], own)
     assert float(ot.time_s) == pytest.approx(flops / (312e12 * 0.7 * r / 87), rel=1e-9)
@@ -274,8 +280,9 @@ def test_mixed_input_engines_share_the_measured_bandwidth_share():
 
 def test_explain_names_the_mixed_input_share_where_it_applies(capsys):
     """gpt-oss-120b MXFP4 under vLLM on an A100 runs the mixed-input kernels: --explain names their share and the
-    bandwidth it gives (the engine's effective bandwidth x the share); on an MI300X (no fitted regime for AMD CUs)
-    and for a 16-bit model the share is 1 and no such line is printed."""
+    bandwidth it gives (the engine's effective bandwidth x the share). Under bf16 (the published layout) its routed
+    experts stay MXFP4 and run them too. On an MI300X (no fitted regime for AMD CUs) and for a dense 16-bit model
+    the share is 1 and no such line is printed."""
     import json
 
     from planner.cli import main
@@ -288,11 +295,70 @@ def test_explain_names_the_mixed_input_share_where_it_applies(capsys):
     roof = json.loads(capsys.readouterr().out)["roofline"]
     assert roof["weight_bandwidth_share"] == pytest.approx(share)
     assert main(args + ["--explain"]) == 0
-    line = next(x for x in capsys.readouterr().out.splitlines() if "mixed-input" in x)
-    assert f"{roof['effective_bandwidth_gbs'] * share:,.0f} GB/s" in line
-    for other in (["-H", "mi300x", "-w", "mxfp4"], ["-H", "a100-80gb-sxm", "-w", "bf16"]):
-        a = ["estimate", "-m", "gpt-oss-120b", "--runtime", "vllm", "-b", "4"] + other
+    line = next(x for x in capsys.readouterr().out.splitlines() if "Mixed-input" in x)
+    assert f"{roof['effective_bandwidth_gbs'] * share:,.0f} GB/s" in line and "mxfp4 weight GEMMs" in line
+    assert main(args[:-5] + ["bf16", "--runtime", "vllm", "-b", "4", "--json"]) == 0
+    roof = json.loads(capsys.readouterr().out)["roofline"]
+    assert roof["weight_bandwidth_share"] == pytest.approx(share)
+    assert roof["mixed_input_weights"] == "routed experts (mxfp4)"
+    for other in (["-m", "gpt-oss-120b", "-H", "mi300x", "-w", "mxfp4"],
+                  ["-m", "llama-3.1-8b", "-H", "a100-80gb-sxm", "-w", "bf16"]):
+        a = ["estimate", "--runtime", "vllm", "-b", "4"] + other
         assert main(a + ["--json"]) == 0
         assert json.loads(capsys.readouterr().out)["roofline"]["weight_bandwidth_share"] == 1.0
         assert main(a + ["--explain"]) == 0
-        assert "mixed-input" not in capsys.readouterr().out
+        assert "Mixed-input" not in capsys.readouterr().out
+
+
+def test_gpt_oss_rows_map_to_the_published_layout_except_llamacpp_files():
+    """A serving engine's gpt-oss 'mxfp4' row is the published checkpoint: bf16 tensors and MXFP4 experts, the
+    planner's bf16 for that model (the experts stay MXFP4: 13.75 GB of weights for gpt-oss-20b, by hand 19.1B expert
+    parameters x 4.25 / 8 + the rest x 2 bytes); llama.cpp's MXFP4_MOE files keep their label; other models too."""
+    from planner.accuracy.data import published_layout
+
+    assert published_layout("gpt-oss-20b", "mxfp4", "vllm") == "bf16"
+    assert published_layout("gpt-oss-120b", "mxfp4", "sglang") == "bf16"
+    assert published_layout("gpt-oss-20b", "mxfp4", "llamacpp") == "mxfp4"
+    assert published_layout("qwen3-30b-a3b", "mxfp4", "vllm") == "mxfp4"
+    assert published_layout("gpt-oss-20b", "fp8", "vllm") == "fp8"
+
+
+def test_an_op_in_its_own_weight_only_format_takes_the_engine_shape_without_mixed_input_kernels():
+    """gpt-oss's MXFP4 expert GEMM under a bf16 model on an A100, for an engine without mixed-input kernels
+    (llama.cpp-like: weight_only_regime off): the engine's R / (R + half) shape at R = 1 token per expert, rows
+    counted at MXFP4's bytes per weight: t = max(2e8 / (312e12 x 0.7 x 0.784 / 87), 53.125e6 / (2039e9 x 0.8)) =
+    101.6 us, not the bf16 regime's memory-bound 32.6 us."""
+    from planner.hardware import Efficiency, load_hardware
+    from planner.ops import OpCost
+    from planner.quantization import weight_format
+    from planner.roofline import device_model, time_ops
+
+    spec = load_hardware("a100-80gb-sxm")
+    dev = device_model(spec, spec.units[0], weight_format("bf16"),
+                       Efficiency(bandwidth_fraction=0.8, compute_fraction=0.7, compute_half_rows=86.0))
+    flops, nbytes = 2e8, 1e8 * 4.25 / 8
+    (ot,) = time_ops([OpCost("moe_experts", "decode", 1, flops, nbytes, 0.0, weight_format="mxfp4")], dev)
+    r = regimes.grouped_compute_ratio()
+    assert float(ot.time_s) == pytest.approx(max(flops / (312e12 * 0.7 * r / 87), nbytes / (2039e9 * 0.8)), rel=1e-9)
+    assert float(ot.time_s) == pytest.approx(101.6e-6, rel=2e-3)
+
+
+def test_an_op_in_its_own_format_computes_at_the_engines_fraction_not_the_model_formats():
+    """vLLM-ROCm's profile lists a compute fraction of its own for bf16 GEMMs (format_compute_fraction); gpt-oss's
+    MXFP4 experts under a bf16 model are not bf16 GEMMs: a compute-bound expert op on an MI300X (1,307.4 TFLOP/s
+    bf16, no regime: the engine's R / (R + half), half 0 here) takes compute_fraction 0.7 x the grouped ratio, a
+    bf16 expert op 0.1 x the grouped ratio."""
+    from planner.hardware import Efficiency, load_hardware
+    from planner.ops import OpCost
+    from planner.quantization import weight_format
+    from planner.roofline import device_model, time_ops
+
+    spec = load_hardware("mi300x")
+    dev = device_model(spec, spec.units[0], weight_format("bf16"),
+                       Efficiency(bandwidth_fraction=0.8, compute_fraction=0.7, format_compute_fraction={"bf16": 0.1}))
+    flops, nbytes = 1e15, 1e9
+    (own,), (bf16,) = (time_ops([OpCost("moe_experts", "prefill", 1, flops, nbytes, 0.0, weight_format=f)], dev)
+                       for f in ("mxfp4", None))
+    r, peak = regimes.grouped_compute_ratio(), spec.units[0].peak_tflops["bf16"] * 1e12
+    assert float(own.compute_s) == pytest.approx(flops / (peak * 0.7 * r), rel=1e-9)
+    assert float(bf16.compute_s) == pytest.approx(flops / (peak * 0.1 * r), rel=1e-9)
