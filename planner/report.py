@@ -121,6 +121,17 @@ def explain(e: Estimate) -> dict:
     return out
 
 
+def mixed_input_note(e: Estimate) -> str:
+    """One sentence naming the weights that run mixed-input weight-only kernels and the bandwidth they stream at
+    (RooflineReport.weight_bandwidth_share < 1), '' where none do; the text report and the web UI print it."""
+    share = e.roofline.weight_bandwidth_share
+    if not share < 1.0:
+        return ""
+    return (f"Mixed-input (Marlin-style) kernels run the {e.roofline.mixed_input_weights}: the 16-bit GEMM curve, "
+            f"their bytes streamed at {share:.2f} x the engine's bandwidth "
+            f"({e.roofline.effective_bandwidth_gbs * share:,.0f} GB/s; weight_only_bandwidth_share).")
+
+
 def explain_text(e: Estimate) -> str:
     x = explain(e)
     which = "the peaks the runtime's kernels reach" if e.roofline.peak_note else "the datasheet peaks"
@@ -130,11 +141,8 @@ def explain_text(e: Estimate) -> str:
             lines.append(f"  {phase:8s} compute {x[phase]['compute_share'] * 100:5.1f}%   bandwidth "
                          f"{x[phase]['bandwidth_share'] * 100:5.1f}%")
     lines.append("  A measurement slower than predicted reaches proportionally less: measured/predicted x these.")
-    share = e.roofline.weight_bandwidth_share
-    if share < 1.0:
-        lines.append(f"  Mixed-input (Marlin-style) kernels run the {e.roofline.mixed_input_weights}: the 16-bit GEMM "
-                     f"curve, their bytes streamed at {share:.2f} x the engine's bandwidth "
-                     f"({e.roofline.effective_bandwidth_gbs * share:,.0f} GB/s; weight_only_bandwidth_share).")
+    if note := mixed_input_note(e):
+        lines.append("  " + note)
     dq, src = dequant_overhead_for(e.efficiency.dequant_overhead, e.weights)
     if dq and e.decode is not None and e.decode.bound == "compute":
         lines.append(f"  Decode is compute bound on dequantization (not in the compute share, 2 FLOP per weight): "

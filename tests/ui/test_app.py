@@ -356,3 +356,21 @@ def test_sections_follow_the_runtime_profile(section):
     at = run_app({"hardware": "rtx-4090", "weights": "q4_k_m", "eff": "runtime:llamacpp"}, section)
     no_failure(at)
     assert not at.error, [e.value for e in at.error]
+
+
+def test_roofline_names_the_mixed_input_kernels_of_gpt_oss_under_vllm():
+    """gpt-oss-120b as published (bf16 tensors, MXFP4 experts) under the vLLM profile on an H100: the Roofline
+    section prints the report's sentence on the experts' mixed-input kernels (planner.report.mixed_input_note), the
+    same as `estimate --explain`; a dense bf16 model under the same profile prints none."""
+    from planner.estimate import estimate
+    from planner.report import mixed_input_note
+
+    q = {"model": "gpt-oss-120b", "hardware": "h100-sxm", "weights": "bf16", "eff": "runtime:vllm"}
+    at = run_app(q, "Roofline")
+    no_failure(at)
+    want = mixed_input_note(estimate("gpt-oss-120b", "h100-sxm", "bf16", runtime="vllm"))
+    assert want.startswith("Mixed-input (Marlin-style) kernels run the routed experts (mxfp4)")
+    assert any(c.value == want for c in at.caption), [c.value for c in at.caption]
+    at = run_app({"model": "llama-3.1-8b", "hardware": "h100-sxm", "eff": "runtime:vllm"}, "Roofline")
+    no_failure(at)
+    assert not any(c.value.startswith("Mixed-input") for c in at.caption)

@@ -7,6 +7,7 @@ import altair as alt
 import streamlit as st
 
 from planner import ui_data as ud
+from planner.report import mixed_input_note
 
 from ..common import show_chart, BOUND_HELP, Context, device_colors, guarded, legend_below, show_table
 
@@ -47,6 +48,8 @@ def render(ctx: Context) -> None:
     spec, e = next((s, e) for s, e in zip(ctx.specs, ctx.estimates) if e.hardware == pick)
     with guarded(f"roofline of {e.hardware}"):
         _device_roofline(spec, e)
+        if note := mixed_input_note(e):
+            st.caption(note)
         show_table(ud.operator_table(e), help_for={"bound": BOUND_HELP})
         st.caption(f"Prefill of {e.batch} x {e.prompt:,} tokens and the first decode step at context {e.prompt:,}; "
                    f"GFLOP, MB and time are over all layers of the model.")
