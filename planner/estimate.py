@@ -22,7 +22,7 @@ from .hardware import Efficiency, HardwareSpec, load_hardware
 from .latency import decode_sum_s, point_latency_fast, stage_op_times
 from .memory import DEFAULT_SETTINGS, EngineSettings, check_engine, max_batch, max_context, plan_memory_fast
 from .model_files import resolve_weights
-from .ops import (MATMUL, decode_ops, expert_bytes_per_weight, kv_bytes_per_sequence, kv_bytes_per_token, kv_bytes_per_token_per_layer, prefill_ops, totals,
+from .ops import (MATMUL, decode_ops, expert_storage_format, kv_bytes_per_sequence, kv_bytes_per_token, kv_bytes_per_token_per_layer, prefill_ops, totals,
                   weights_source)
 from .quantization import WeightFormat, kv_dtype as norm_kv_dtype
 from .roofline import (DeviceModel, OpTime, device_model, matmul_peak_note, op_format_share, select_unit, step_bound,
@@ -371,8 +371,7 @@ def _mixed_input(m: ModelArch, fmt: WeightFormat, dev: DeviceModel) -> dict:
     DeviceModel.mixed_input_share, roofline.op_format_share); share 1 and '' elsewhere."""
     if dev.weight_bandwidth_share < 1.0:
         return {"weight_bandwidth_share": dev.weight_bandwidth_share, "mixed_input_weights": f"{fmt.name} weight GEMMs"}
-    own = m.expert_weight_format
-    if own and expert_bytes_per_weight(m, fmt) < fmt.bytes_per_weight:
+    if own := expert_storage_format(m, fmt):
         share = op_format_share(own, dev.mixed_input_share)
         if share < 1.0:
             return {"weight_bandwidth_share": share, "mixed_input_weights": f"routed experts ({own})"}

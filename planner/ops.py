@@ -126,6 +126,14 @@ def expert_bytes_per_weight(m: ModelArch, fmt: WeightFormat) -> float:
     return fmt.bytes_per_weight
 
 
+def expert_storage_format(m: ModelArch, fmt: WeightFormat) -> str | None:
+    """The format the routed experts are stored in where it is narrower than the model's (gpt-oss's published MXFP4
+    under bf16: expert_bytes_per_weight), else None: their GEMMs then run that format's kernels
+    (OpCost.weight_format)."""
+    own = m.expert_weight_format
+    return own if own and expert_bytes_per_weight(m, fmt) < fmt.bytes_per_weight else None
+
+
 def embedding_bits(m: ModelArch, fmt: WeightFormat) -> float:
     """Bits per weight of the token-embedding matrix as stored: the format's embedding bits, or, where the LM head is
     tied to it (one matrix in two roles), the LM head's. A quantizer gives a tied matrix its output role's type:
@@ -165,8 +173,8 @@ def weights_source(m: ModelArch, fmt: WeightFormat) -> str:
     if wf is not None and wf.matches(fmt):
         return f"exact: {wf.describe()}"
     why = f" (the file holds {wf.format_name}, not {fmt.name})" if wf is not None else ""
-    if m.expert_weight_format and expert_bytes_per_weight(m, fmt) < fmt.bytes_per_weight:
-        why += f"; routed experts {m.expert_weight_format} as published"
+    if own := expert_storage_format(m, fmt):
+        why += f"; routed experts {own} as published"
     return f"formula: parameters x {fmt.name} bits per weight{why}"
 
 
@@ -340,10 +348,8 @@ def step_ops(m: ModelArch, fmt: WeightFormat, kv_dtype: str, stage: str, batch, 
         lp, w = m.latent_proj_params(), m.expert_width
         if lp:  # LatentMoE: hidden -> latent before the routed experts, latent -> hidden after them
             ops.append(OpCost("moe_latent_proj", stage, nm, 2 * T * lp, lp * bpw, T * 2 * (h + w) * a))
-        ebpw = expert_bytes_per_weight(m, fmt)
-        ops.append(OpCost("moe_experts", stage, nm, 2 * T * k * ep, touched * ep * ebpw,
-                          T * k * (2 * w + 3 * Ie) * a,
-                          weight_format=m.expert_weight_format if ebpw < fmt.bytes_per_weight else None))
+        ops.append(OpCost("moe_experts", stage, nm, 2 * T * k * ep, touched * ep * expert_bytes_per_weight(m, fmt),
+                          T * k * (2 * w + 3 * Ie) * a, weight_format=expert_storage_format(m, fmt)))
         sp = m.shared_expert_params()
         if sp:
             ops.append(OpCost("moe_shared_experts", stage, nm, 2 * T * sp, sp * bpw, T * 3 * h * a))

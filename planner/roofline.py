@@ -22,8 +22,8 @@ from .hardware import DEQUANT_MATVEC_TOKENS, ComputeUnit, Efficiency, HardwareSp
 from .lazy import np
 from .ops import ATTENTION, MATMUL, VECTOR, OpCost
 from .quantization import WeightFormat, dequant_overhead_for, weight_format
-from .regimes import (GROUPED_GEMM_OPS, MEASURED_GEMM_FORMATS, GemmRegime, fmax, gemm_regime_for,
-                      grouped_compute_ratio, kv_read_factor, matmul_preferences, regime_constants, weight_gemm_time_s)
+from .regimes import (GROUPED_GEMM_OPS, GemmRegime, fmax, gemm_regime_for, grouped_compute_ratio, kv_read_factor,
+                      matmul_preferences, regime_constants, weight_gemm_time_s)
 from .replay import as_float
 from .units import GB, TERA, US
 
@@ -225,16 +225,15 @@ def _device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff:
     regime, kernel_peak = (unit_gemm_regime(spec, unit, fmt, dtypes[MATMUL], getattr(eff, "weight_only_regime", False))
                            if getattr(eff, "regime_curves", True) else (None, 0.0))
     launch = regime.extra_launch_s(dtypes[MATMUL]) if regime is not None else 0.0
-    # the engine runs mixed-input kernels on this unit (the regime takes weight-only formats here)
-    mixed_unit = (getattr(eff, "weight_only_regime", False) and getattr(eff, "regime_curves", True)
-                  and gemm_regime_for(spec.vendor, unit.sm_count, fmt.name, dtypes[MATMUL], True) is not None)
+    # the engine runs mixed-input kernels on this unit: the regime applies to its weight GEMMs under the flag
+    mixed_unit = bool(getattr(eff, "weight_only_regime", False)) and regime is not None
     mshare = float(getattr(eff, "weight_only_bandwidth_share", 1.0)) if mixed_unit else 1.0
-    wshare = mshare if is_weight_only_quantized(fmt) and fmt.name not in MEASURED_GEMM_FORMATS else 1.0
+    wshare = mshare if is_weight_only_quantized(fmt) else 1.0
     return DeviceModel(spec.id, unit.name, dtypes, peaks, bw, eff, fmt.bytes_per_weight, dq,
                        int(getattr(eff, "dequant_tile_tokens", 0) or 0), cap, half,
                        tuple(unit.peak_tflops), regime, kernel_peak * share, launch, unit.sm_count or 0,
                        (getattr(eff, "format_compute_fraction", None) or {}).get(fmt.name, 0.0), wshare, mshare,
-                       bool(mixed_unit))
+                       mixed_unit)
 
 
 def unit_gemm_regime(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, dtype: str,
@@ -262,11 +261,6 @@ def own_format_regime(name: str, applies, mixed_unit, half, half_gemm, regime_on
         return a, (0.0 if a else half), (has_regime and a)
     a = np.logical_and(np.asarray(applies), np.asarray(mixed_unit) > 0)
     return a, np.where(a, 0.0, half), has_regime and bool(np.any(a))
-
-
-def op_bytes_per_weight(name: str) -> float:
-    """Bytes per weight of an op stored in a format of its own (OpCost.weight_format)."""
-    return weight_format(name).bytes_per_weight
 
 
 def op_format_share(name: str, mixed_input_share):
@@ -425,8 +419,8 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
             share = op_format_share(own, mshare)
             op_applies, op_half, op_on = own_format_regime(own, applies, munit, half, half_gemm, regime_on,
                                                            gemm_regime is not None)
-        rows = (gemm_rows(op, getattr(dev, "bytes_per_weight", 2.0) if own is None else op_bytes_per_weight(own))
-                if weight_gemm and (refine or op_on) else None)
+        bpw = getattr(dev, "bytes_per_weight", 2.0) if own is None else weight_format(own).bytes_per_weight
+        rows = gemm_rows(op, bpw) if weight_gemm and (refine or op_on) else None
         if refine and weight_gemm:  # the regime curve replaces the engine's R / (R + half_rows) shape
             capped = (peak if peak <= cap else cap) if peak.__class__ is float and cap.__class__ is float \
                 else np.minimum(peak, cap)

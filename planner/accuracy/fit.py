@@ -125,7 +125,8 @@ def fit_design(d: Design, formats: list[str], fp16_accumulate: bool = False,
                dequant_tile=0, weight_only_regime=False) -> tuple[dict, np.ndarray]:
     """MAP fit of one class; returns (parameters, residuals log(pred/measured) of the design's rows).
     fp16_accumulate, sync_mma, dequant_tile (tokens per dequantizing tile, Efficiency.dequant_tile_tokens) and
-    weight_only_regime (Efficiency.weight_only_regime) are not fitted: they are what the runtime's code does (set per runtime in benchmark.py; scalars or per-row arrays).
+    weight_only_regime (Efficiency.weight_only_regime) are not fitted: they are what the runtime's code does (set per
+    runtime in benchmark.py; scalars or per-row arrays).
     sm_cap: try the SM bandwidth cap (module docstring); False = no cap. frac_formats: native weight formats that
     get a compute fraction of their own (own_fraction_formats)."""
     if x_init is not None:

@@ -36,11 +36,10 @@ from ..architecture import load_model
 from ..hardware import DATASHEET_EFFICIENCY, load_hardware
 from ..ops import ATTENTION, MATMUL, step_ops
 from ..quantization import dequant_overhead_for, weight_format
-from ..regimes import (GROUPED_GEMM_OPS, gemm_regime_for, grouped_compute_ratio, kv_read_factor, regime_constants,
+from ..regimes import (GROUPED_GEMM_OPS, grouped_compute_ratio, kv_read_factor, regime_constants,
                        weight_gemm_time_s)
 from ..roofline import (dequant_factor_at, device_model, effective_bandwidth_bytes_s, fp16_accumulate_peak,
-                        gemm_rows, is_weight_only_quantized, kv_passes, op_bytes_per_weight, select_unit,
-                        unit_gemm_regime)
+                        gemm_rows, is_weight_only_quantized, kv_passes, select_unit, unit_gemm_regime)
 from ..units import GB, GIB, TERA
 from .decode_kernels import score_bytes_factor
 
@@ -288,7 +287,6 @@ def build_design(df) -> Design:
     dev_peak, dev_acc, dev_bw, dev_tdp, dev_dtypes = {}, np.zeros(n), np.zeros(n), np.zeros(n), {}
     dev_sm, dev_kpeak, dev_launch = np.zeros(n, dtype=bool), np.zeros(n), np.zeros(n)
     dev_mixed = np.zeros(n, dtype=bool)  # the regime applies only under Efficiency.weight_only_regime
-    dev_mixcap = np.zeros(n, dtype=bool)  # the unit runs mixed-input kernels under the regime (an op's own format)
     dev_smc, dev_score, dev_sync = np.zeros(n), np.ones(n), np.ones(n)
     for i, r in enumerate(recs):
         spec = load_hardware(r["hardware"])
@@ -301,7 +299,6 @@ def build_design(df) -> Design:
         if regime is None and is_weight_only_quantized(fmt):
             regime, dev_kpeak[i] = unit_gemm_regime(spec, unit, fmt, dev.dtypes[MATMUL], weight_only_regime=True)
             dev_mixed[i] = regime is not None
-        dev_mixcap[i] = gemm_regime_for(spec.vendor, unit.sm_count, fmt.name, dev.dtypes[MATMUL], True) is not None
         dev_smc[i] = float(unit.sm_count or 0)
         dev_sync[i] = unit.mma_sync_share if unit.mma_sync_share is not None else 1.0
         dev_launch[i] = regime.extra_launch_s(dev.dtypes[MATMUL]) if regime is not None else 0.0
@@ -339,7 +336,7 @@ def build_design(df) -> Design:
                 nbytes = nbytes + (dev_score[ri] - 1.0) * sb
             is_gemm = op.compute == MATMUL and np.any(np.asarray(op.weight_bytes) > 0)
             own = op.weight_format  # an op stored in a format of its own (gpt-oss's experts, roofline.time_ops)
-            rows = (np.broadcast_to(gemm_rows(op, fmt.bytes_per_weight if own is None else op_bytes_per_weight(own)),
+            rows = (np.broadcast_to(gemm_rows(op, (fmt if own is None else weight_format(own)).bytes_per_weight),
                                     (size,)) if is_gemm else np.zeros(size))
             parts["row"].append(ri)
             parts["weight"].append(w * op.count)
@@ -362,7 +359,9 @@ def build_design(df) -> Design:
             parts["matmul"].append(np.full(size, op.compute == MATMUL))
             parts["sync_share"].append(dev_sync[ri] if op.compute in (MATMUL, ATTENTION) else np.ones(size))
             own_wo = own is not None and is_weight_only_quantized(weight_format(own))
-            parts["mixed"].append((dev_mixed[ri] if own is None else dev_mixcap[ri] & own_wo) & is_gemm)
+            # an op of its own weight-only format: mixed-input where the model format's regime applies (as
+            # roofline.DeviceModel.mixed_input_unit: dev_sm, or dev_mixed for a weight-only model format)
+            parts["mixed"].append((dev_mixed[ri] if own is None else (dev_sm[ri] | dev_mixed[ri]) & own_wo) & is_gemm)
             parts["own_wo"].append(np.full(size, own_wo and is_gemm))
             np.add.at(row_ops, ri, w * op.count)
     cat = {k: np.concatenate(v) for k, v in parts.items()}

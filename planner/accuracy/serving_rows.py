@@ -299,7 +299,7 @@ def map_serving_row(r: dict, hw_known: set, models_known: set, run_output_tok_s:
     # the source's label by pattern, else any format name the planner reads (EXL2 at its bitrate, llama.cpp
     # quants); a bitrate outside EXL2_BITS or an unknown name is listed below as a format without an equivalent
     wf = published_layout(model, _match(FORMAT_PATTERNS, r["weight_format"]) or planner_format(r["weight_format"]),
-                          serving_runtime(r["framework"]))
+                          runtime)
     kv_label = r["kv_dtype"]
     kv = _match(KV_PATTERNS, kv_label) if isinstance(kv_label, str) and not kv_label.startswith("auto") else None
     if kv is None and wf is not None:
