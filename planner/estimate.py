@@ -27,7 +27,7 @@ from .ops import (MATMUL, decode_ops, expert_storage_format, kv_bytes_per_sequen
 from .quantization import WeightFormat, kv_dtype as norm_kv_dtype
 from .roofline import (DeviceModel, OpTime, device_model, matmul_peak_note, op_format_share, select_unit, step_bound,
                        step_time_s, time_ops)
-from .runtimes import default_interval_class, interval_for, request_path_ms
+from .runtimes import default_interval_class, first_token_from_decode, interval_for, request_path_ms
 from .units import GB, MAX_COUNT
 
 
@@ -218,6 +218,9 @@ class PrefillReport(_StageReport):
     # TTFT a client of its OpenAI server sees: latency_ms + request_path_ms
     request_path_ms: float = 0.0
     server_ttft_ms: float | None = None
+    # an engine that samples the first token in a decode step (runtimes.FIRST_TOKEN_FROM_DECODE: TurboMind): the
+    # decode step that latency_ms holds after the prefill of prompt - 1 tokens; None: the prefill's last logits
+    first_token_step_ms: float | None = None
 
 
 class DecodeReport(_StageReport):
@@ -517,6 +520,13 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         d_sum, d_last = decode_sum_s(m, fmt, kvd, dev, batch, prompt, output, flash_attention, step_s=step_s,
                                      with_last=True)  # last step: past + output - 2
     ttft_s = float(p_step) + comm_s(batch * prompt)
+    first_step_s = None
+    if prof is not None and first_token_from_decode(prof.id):  # prefill of prompt - 1 tokens, then a decode step
+        first_step_s = step_time_s(time_ops(split(decode_ops(m, fmt, kvd, batch, prompt - 1, flash_attention)), dev),
+                                   dev) + comm_s(batch)
+        ttft_s = first_step_s + (step_time_s(time_ops(split(prefill_ops(m, fmt, kvd, batch, prompt - 1, 0,
+                                                                         flash_attention)), dev), dev)
+                                 + comm_s(batch * (prompt - 1)) if prompt > 1 else 0.0)
     d_first = float(d_step) + comm_s(batch)
     d_sum, d_last = float(d_sum), float(d_last)
     tpot = d_sum / (output - 1) if output > 1 else d_first
@@ -552,6 +562,7 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     prefill = _out(PrefillReport, latency_ms=ok(ttft_s * 1e3), tokens_per_s=ok(batch * prompt / ttft_s),
                             bound=str(p_bound), flops=float(p_flops), bytes=float(p_bytes), request_path_ms=path_ms,
                             server_ttft_ms=ok(ttft_s * 1e3 + path_ms) if path_ms > 0 else None,
+                            first_token_step_ms=ok(first_step_s * 1e3) if first_step_s is not None else None,
                             **p_iv).with_op_times(p_times)
     decode = _out(DecodeReport,
         latency_ms_per_token=ok(tpot * 1e3), latency_ms_first=ok(d_first * 1e3), latency_ms_last=ok(d_last * 1e3),

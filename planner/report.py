@@ -56,9 +56,12 @@ def estimate_text(e: Estimate) -> str:
             *([f"  TTFT via its server     {_ms(p.server_ttft_ms):>10}   + {p.request_path_ms:g} ms request path of "
                f"{e.runtime}'s OpenAI server (HTTP, chat template, tokenizer, scheduler; measured)"]
               if p.server_ttft_ms is not None else []),
+            *([f"  TTFT holds a decode step {_ms(p.first_token_step_ms):>9}   {e.runtime} samples the first token in a "
+               f"decode step after the prefill of {e.prompt - 1:,} prompt tokens"]
+              if p.first_token_step_ms is not None else []),
             f"  TPOT (mean)             {_ms(d.latency_ms_per_token):>10}   "
             + (f"first {_ms(d.latency_ms_first)}, last {_ms(d.latency_ms_last)}, " if e.output > 1 else
-               "one decode step (none runs: the 1 output token comes from the prefill), ")
+               "one decode step (none runs after the 1 output token), ")
             + f"{d.bound} bound"
             + _range(d.latency_ms_per_token_low, d.latency_ms_per_token_high, _ms),
             f"  decode tok/s            {_rate(d.tokens_per_s_per_sequence):>10} per sequence, "

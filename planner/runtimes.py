@@ -87,6 +87,24 @@ def request_path_ms(runtime: str | None) -> float:
     return REQUEST_PATH_MS.get(_ALIASES.get(str(runtime).lower(), str(runtime).lower()), 0.0)
 
 
+# Engines whose first output token comes from a decode step, not from the prefill: TurboMind's context decoder
+# computes the KV cache of all prompt tokens but the last, and the first generation step feeds that last token to the
+# decoder with the batch (LlamaBatch<T>::InitializeSampling: `sequence_lengths_ = context_length - 1`, "the length of
+# sequence that has kv cache already computed", and invokePadLastTokenIds puts each prompt's last token into the
+# first step's input; InternLM/lmdeploy src/turbomind/models/llama/LlamaBatch.cc, v0.1-v0.2). So its time to first
+# token is a prefill of P - 1 tokens and one decode step of the batch at context P - 1 (first_token_steps), and a
+# request's O tokens take O decode steps. Other engines (vLLM, SGLang, TensorRT-LLM, llama.cpp) sample the first
+# token from the prefill's last logits.
+FIRST_TOKEN_FROM_DECODE = frozenset({"lmdeploy"})
+
+
+def first_token_from_decode(runtime: str | None) -> bool:
+    """Whether an engine id (aliases too) produces the first token in a decode step (FIRST_TOKEN_FROM_DECODE)."""
+    if not runtime:
+        return False
+    return _ALIASES.get(str(runtime).lower(), str(runtime).lower()) in FIRST_TOKEN_FROM_DECODE
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # (built when first validated)
 

@@ -125,6 +125,8 @@ def headline(e: Estimate) -> dict:
                                                           f"the {e.runtime} profile ({e.intervals.hardware_class})"),
         # the TTFT through the engine's OpenAI server (its request path added, runtimes.REQUEST_PATH_MS), or None
         "server_ttft_ms": e.prefill.server_ttft_ms, "request_path_ms": e.prefill.request_path_ms,
+        # the decode step the TTFT holds where the engine samples the first token in one (TurboMind), or None
+        "first_token_step_ms": e.prefill.first_token_step_ms,
         "runtime": e.runtime,
     }
 

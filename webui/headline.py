@@ -62,6 +62,10 @@ def render_headline(ctx: Context) -> None:
                 notes.append(f"TTFT through {esc(h['runtime'])}'s OpenAI server: {fmt_time_ms(h['server_ttft_ms'])} "
                              f"(+ {h['request_path_ms']:g} ms request path: HTTP, chat template, tokenizer, "
                              f"scheduler; measured)")
+            if h.get("first_token_step_ms") is not None:
+                notes.append(f"TTFT holds one decode step ({fmt_time_ms(h['first_token_step_ms'])}): "
+                             f"{esc(h['runtime'])} samples the first token in a decode step after the prefill of "
+                             f"all prompt tokens but the last")
             if h["range_source"] is not None and h["fits"]:
                 (t0, t1), (p0, p1), (r0, r1) = h["ttft_ms_range"], h["tpot_ms_range"], h["tok_s_total_range"]
                 if all(v is not None for v in (t0, t1, p0, p1, r0, r1)):

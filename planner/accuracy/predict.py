@@ -138,6 +138,17 @@ def length_problem(r: dict) -> str | None:
     return None
 
 
+def first_token_steps(B: int, P: int, runtime: str | None = None) -> list[tuple]:
+    """Steps (stage, batch, new_tokens, past, weight) until B prompts of P tokens have their first token: the prefill
+    of B x P, or, on an engine that samples it in a decode step (runtimes.first_token_from_decode: TurboMind), the
+    prefill of B x (P - 1) and one decode step of B at context P - 1. Either way the O - 1 later tokens take O - 1
+    decode steps at contexts P .. P + O - 2."""
+    from ..runtimes import first_token_from_decode
+    if P >= 1 and first_token_from_decode(runtime):
+        return ([("prefill", B, P - 1, 0, 1.0)] if P > 1 else []) + [("decode", B, 1, P - 1, 1.0)]
+    return [("prefill", B, P, 0, 1.0)]
+
+
 def steps_of_row(r: dict) -> tuple[list[tuple], float]:
     """Steps (stage, batch, new_tokens, past, weight) of one mapped row, and `work`: measured time = work / value
     for rate kinds (tokens), value / 1e3 for latency kinds in ms (work = 0 marks that case). Kinds and TTFT modes
@@ -145,7 +156,7 @@ def steps_of_row(r: dict) -> tuple[list[tuple], float]:
     kind, B, P, O = r["kind"], r["batch"], r["prompt"], r["output"]
     n = kv_concurrency(r)  # fewer than B run at once where the row's KV pool is full
     if n < B:
-        return _capacity_steps(kind, B, n, P, O, int(r.get("rounds", 1) or 1), r.get("work_div", 1))
+        return _capacity_steps(kind, B, n, P, O, int(r.get("rounds", 1) or 1), r.get("work_div", 1), r.get("runtime"))
     if kind == "decode_rate":  # tokens per second of one sequence of the B decoded together
         past, w = _decode_steps(P, O)
         return [("decode", B, 1, p, wi) for p, wi in zip(past, w)], float(O)
@@ -155,9 +166,10 @@ def steps_of_row(r: dict) -> tuple[list[tuple], float]:
     if kind == "ttft":
         mode = r.get("ttft_mode", "batch")
         if mode == "single":
-            return [("prefill", 1, P, 0, 1.0)], 0.0
+            return first_token_steps(1, P, r.get("runtime")), 0.0
         share = queue_first_token_share(B, P) if mode == "queue" else 1.0
-        return [("prefill", B, P, 0, share)], 0.0
+        return [(st, b, s, p, w * share if st == "prefill" else w)
+                for st, b, s, p, w in first_token_steps(B, P, r.get("runtime"))], 0.0
     if kind == "tpot":
         steps = [("decode", B, 1, P + O // 2, 1.0)]
         # a median inter-token latency (itl_ms) is one decode step: the few steps a wave's prefills stall fall
@@ -171,7 +183,7 @@ def steps_of_row(r: dict) -> tuple[list[tuple], float]:
         return steps, 0.0
     if kind in ("throughput", "e2e"):
         # a static batch; a steady-state cycle does the same work (serving_rows); no prompt, no prefill step
-        steps = [("prefill", B, P, 0, 1.0)] if P > 0 else []
+        steps = first_token_steps(B, P, r.get("runtime")) if P > 0 else []
         if O > 1:
             past, w = _decode_steps(P, O - 1)
             steps += [("decode", B, 1, p, wi) for p, wi in zip(past, w)]
@@ -179,18 +191,19 @@ def steps_of_row(r: dict) -> tuple[list[tuple], float]:
     raise ValueError(kind)
 
 
-def _capacity_steps(kind: str, B: int, n: int, P: int, O: int, rounds: int, work_div: int):
+def _capacity_steps(kind: str, B: int, n: int, P: int, O: int, rounds: int, work_div: int, runtime: str | None):
     """Steps of a static-batch row where only n of the B threads run at once (closed_loop_waits): a request's service
     S = prefill of n prompts + O - 1 decode steps of n sequences. TTFT = prefill + mean wait x S; TPOT = one decode
     step of n at the mean context; throughput = B x rounds x O tokens in makespan x S, i.e. B x O per makespan /
     rounds services."""
     wait, makespan = closed_loop_waits(B, n, rounds)
-    service = [("prefill", n, P, 0, 1.0)]
+    first = first_token_steps(n, P, runtime)
+    service = list(first)
     if O > 1:
         past, w = _decode_steps(P, O - 1)
         service += [("decode", n, 1, p, wi) for p, wi in zip(past, w)]
     if kind == "ttft":
-        return [("prefill", n, P, 0, 1.0)] + [(st, b, s, p, w * wait) for st, b, s, p, w in service], 0.0
+        return first + [(st, b, s, p, w * wait) for st, b, s, p, w in service], 0.0
     if kind == "tpot":
         return [("decode", n, 1, P + O // 2, 1.0)], 0.0
     if kind == "throughput":

@@ -7,7 +7,8 @@ file's own notes (data/measured_serving.md) say what each source measured.
 Metrics (the value is converted to ms for latencies, tok/s for rates; `kind` says what the planner predicts):
   ttft_ms / ttft_s           kind ttft. How the first tokens were produced depends on the run (`ttft_mode`):
                              batch   static batch started together (LMDeploy profile_generation): one prefill step
-                                     of B prompts of P tokens;
+                                     of B prompts of P tokens (TurboMind: of P - 1 tokens and one decode step of B,
+                                     predict.first_token_steps);
                              queue   N requests sent at once to a server (dstack): the N x P prompt tokens run in
                                      order in k = ceil(N P / T) prefill steps (T = PREFILL_TOKENS_PER_STEP) and
                                      request i gets its first token when the step holding its last prompt token,

@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import DoesNotFit, PlannerError, pydantic_one_line
-from ..runtimes import request_path_ms
+from ..runtimes import first_token_from_decode, request_path_ms
 from ..scheduler_defaults import scheduler_engine, step_policy
 from .parallelism import check_tp, node_for
 from .simulator import EngineLimits, EngineTrace, run_engine, summarize
@@ -243,7 +243,8 @@ def build_engine(m, spec, cfg: ServingConfig, efficiency="auto", max_prompt: int
                        mixed_prefill=policy.mixed_prefill, reserve_output=policy.reserve_output,
                        block_size=cfg.block_size, preemption=cfg.preemption,
                        kv_bytes_per_token=mem.kv_bytes_per_token / kv_split(m, cfg.tp) / cfg.pp,
-                       swap_gbs=swap_gbs(spec), request_path_s=request_path_ms(served_engine(cfg)) / 1e3)
+                       swap_gbs=swap_gbs(spec), request_path_s=request_path_ms(served_engine(cfg)) / 1e3,
+                       first_token_decode=first_token_from_decode(cfg.runtime))
     return Engine(sm, mem, lim)
 
 

@@ -291,8 +291,11 @@ class _Planner:
         budget, chunked_default = self._sched(spec)
         chunked = chunked or chunked_default
         policy = step_policy(self.sched_engine, chunked)
+        from ..runtimes import first_token_from_decode
+
         return EngineLimits(c.pool_tokens, seqs, budget, chunked, mixed_prefill=policy.mixed_prefill,
-                            reserve_output=policy.reserve_output, request_path_s=self.request_path_s)
+                            reserve_output=policy.reserve_output, request_path_s=self.request_path_s,
+                            first_token_decode=first_token_from_decode(self.runtime))
 
     def _memory(self, spec, fmt, tp, pp):
         if self.engine_rule == "none":

@@ -19,6 +19,11 @@ running batch at step boundaries.
   * Without chunked prefill (vLLM's prefill-first policy): when requests can be admitted, the step is a prefill of
     as many queued prompts as fit in `max_num_batched_tokens` (at least one); otherwise a decode step of every
     running sequence. The first output token comes out of the prefill step.
+  * First token from a decode step (TurboMind; EngineLimits.first_token_decode, runtimes.FIRST_TOKEN_FROM_DECODE):
+    a prefill (whole or in pieces, under any policy above) runs all of a prompt's tokens but the last; the
+    sequence then joins the decode steps with P - 1 cached tokens, and its first token comes out of the first decode
+    step it runs in, so its O tokens take O decode steps (a 1-token prompt goes straight to decoding). A recompute
+    after preemption works the same way.
   * With chunked prefill (Sarathi-Serve, Agrawal et al., OSDI 2024; vLLM V1): each step carries one token of
     every running sequence plus prompt pieces filling the rest of the `max_num_batched_tokens` budget. A prompt's
     blocks are taken when it is admitted (V1 takes them chunk by chunk; the pool needed by the end is the same).
@@ -93,6 +98,7 @@ class EngineLimits:
     request_path_s: float = 0.0  # the engine's HTTP request path (runtimes.REQUEST_PATH_MS): in TTFT and end-to-end
     mixed_prefill: bool | None = None  # a step carries the running decodes beside prompt work; None: = chunked_prefill
     reserve_output: bool = False       # admission reserves the whole output's blocks (module docstring)
+    first_token_decode: bool = False   # the first token comes from a decode step (runtimes.FIRST_TOKEN_FROM_DECODE)
 
     @property
     def mixes(self) -> bool:
@@ -221,6 +227,8 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
     block_bytes = bs * lim.kv_bytes_per_token
     nan = math.nan
     admit, first, finish = [nan] * n, [nan] * n, [nan] * n
+    lag = 1 if lim.first_token_decode else 0   # prompt tokens left to a decode step (the last one, or none)
+    pending: dict[int, int] = {}   # first token due at the end of the next decode step: request -> its generation
     pre = list(P0)          # tokens the next prefill processes (after a recompute: prompt + generated so far)
     rem = list(O0)          # tokens still to produce
     whole = [-(-(p + o - 1) // bs) for p, o in zip(P0, O0)]   # blocks at the last token
@@ -286,8 +294,18 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
         seg[i] = now
 
     def prompt_done(i: int) -> None:
-        """Request i's prefill is done: a token is out now; it decodes the rest (or finishes)."""
+        """Request i's prefill is done: a token is out now; it decodes the rest (or finishes). Where the first token
+        comes from a decode step (lag 1), the prefill ran pre - 1 tokens: it decodes every token still to produce,
+        the first due at the end of its first decode step (`pending`)."""
         nonlocal free
+        if lag:
+            length = pre[i] - 1
+            free += held[i] - -(-length // bs)   # the decode step takes the last prompt token's block, if new
+            held[i] = 0
+            start_decoding(i, length, rem[i])
+            if math.isnan(first[i]):
+                pending[i] = gen[i]
+            return
         if math.isnan(first[i]):
             first[i] = now
         rem[i] -= 1
@@ -364,6 +382,13 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
         busy += dt
         bsum += resident * dt
 
+    def firsts_out(t: float) -> None:
+        """A decode step ended at t: the pending first tokens of the sequences that ran in it come out."""
+        for i, g in pending.items():
+            if gen[i] == g and state[i] == _DECODING:
+                first[i] = t
+        pending.clear()
+
     while True:
         while nxt < n and arr[nxt] <= now:
             if whole[nxt] > total - wm:
@@ -380,24 +405,28 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
             advance(held[i] * block_s, b + len(prefilling) + 1)   # the copy back stalls the engine
             held[i] = 0
             start_decoding(i, cached[i], rem[i])
+            if lag and math.isnan(first[i]):
+                pending[i] = gen[i]
         can_admit = (not swapped and bool(waiting) and b + len(prefilling) < max_seqs and fits(waiting[0]))
 
         if not piecewise and can_admit:
             batch, tokens = [], 0
             while waiting and b + len(batch) < max_seqs:
                 i = waiting[0]
-                if not fits(i) or (batch and tokens + pre[i] > budget_tokens):
+                if not fits(i) or (batch and tokens + pre[i] - lag > budget_tokens):
                     break
                 waiting.popleft()
                 batch.append(i)
-                tokens += pre[i]
+                tokens += pre[i] - lag
                 admit_one(i)
                 state[i] = _PREFILLING
-            dt = sm.prefill_time([pre[i] for i in batch])
-            now += dt   # advance(dt, b + len(batch)), inlined
-            busy += dt
-            bsum += (b + len(batch)) * dt
-            steps += 1
+            work = [pre[i] - lag for i in batch if pre[i] > lag]
+            if work:
+                dt = sm.prefill_time(work)
+                now += dt   # advance(dt, b + len(batch)), inlined
+                busy += dt
+                bsum += (b + len(batch)) * dt
+                steps += 1
             for i in batch:
                 prompt_done(i)
             maxrun = max(maxrun, b)
@@ -413,31 +442,35 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
                 free -= a
             db = b if mixed else 0   # running sequences whose decode token rides in this step
             room = budget_tokens - db
-            pieces_n, pieces_p = [], []
+            pieces_n, pieces_p, ready = [], [], []
             for item in prefilling:
                 if room <= 0:
                     break
                 i, done = item
-                take = min(pre[i] - done, room)
+                take = min(pre[i] - lag - done, room)
                 pieces_n.append(take)
                 pieces_p.append(done)
                 room -= take
             while (room > 0 and waiting and not swapped and b + len(prefilling) < max_seqs
                    and fits(waiting[0])):
-                if not chunked and pre[waiting[0]] > room and pieces_n:
+                if not chunked and pre[waiting[0]] - lag > room and pieces_n:
                     break   # a whole prompt waits for a step with room for it
                 i = waiting.popleft()
                 admit_one(i)
+                if pre[i] <= lag:   # nothing to prefill: it decodes from the step after this one
+                    state[i] = _PREFILLING
+                    ready.append(i)
+                    continue
                 state[i] = _PREFILLING
                 item = [i, 0]
                 prefilling.append(item)
-                take = min(pre[i], room) if chunked else pre[i]
+                take = min(pre[i] - lag, room) if chunked else pre[i] - lag
                 pieces_n.append(take)
                 pieces_p.append(0)
                 room -= take
             if pieces_n:
                 k_items = list(prefilling)[:len(pieces_n)]
-                completing = [it for it, nn, pp in zip(k_items, pieces_n, pieces_p) if pp + nn >= pre[it[0]]]
+                completing = [it for it, nn, pp in zip(k_items, pieces_n, pieces_p) if pp + nn >= pre[it[0]] - lag]
                 feats_d = sm.decode_features(b, sum_base + b * D) if db else None
                 dt = sm.step_time(db + sum(pieces_n), db + len(completing), feats_d,
                                   sm.prefill_features(pieces_n, pieces_p))
@@ -448,13 +481,19 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
                     it[1] += nn
                 if db:
                     D += 1
+                    if pending:
+                        firsts_out(now)
                     complete(D)
                 for it in completing:
                     prefilling.remove(it)
                     prompt_done(it[0])
+                for i in ready:
+                    prompt_done(i)
                 maxrun = max(maxrun, b + len(prefilling))
                 continue
             free += a  # no prompt piece to run: the decode branch takes this step
+            for i in ready:
+                prompt_done(i)
 
         if b > 0:
             if cnt[(-D) % bs] > free:   # make_room has work to do
@@ -475,6 +514,8 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
                 free -= taken
                 owed -= min(taken, owed)
                 dt = seen[k] if seen and k in seen else run_time(k)
+                if pending:   # their first decode step is the run's first
+                    firsts_out(now + (dt if k == 1 else seen[1] if seen and 1 in seen else run_time(1)))
                 now += dt   # advance(dt, b), inlined
                 busy += dt
                 bsum += b * dt

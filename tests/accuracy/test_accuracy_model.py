@@ -481,8 +481,11 @@ def test_lmdeploy_kv_capacity_queues_the_threads_that_do_not_fit(prepared):
     assert kv_concurrency(rows[rows["model"] == "llama-2-70b"].iloc[0].to_dict()) == 64
     steps, work = steps_of_row(r13)
     wait, _ = closed_loop_waits(64, 20, 3)
-    assert work == 0 and steps[0] == ("prefill", 20, 2048, 0, 1.0) and steps[1] == ("prefill", 20, 2048, 0, wait)
-    assert sum(w for st, *_, w in steps if st == "decode") == pytest.approx(2047 * wait)
+    # TurboMind's first token: a prefill of 2047 tokens and a decode step (runtimes.FIRST_TOKEN_FROM_DECODE); the
+    # wait is a whole service of the request ahead: that, then the 2047 later decode steps
+    assert work == 0 and steps[:2] == [("prefill", 20, 2047, 0, 1.0), ("decode", 20, 1, 2047, 1.0)]
+    assert steps[2:4] == [("prefill", 20, 2047, 0, wait), ("decode", 20, 1, 2047, wait)]
+    assert sum(w for st, *_, w in steps if st == "decode") == pytest.approx(1 + 2048 * wait)
 
 
 def test_internlm_20b_counts_by_hand():
@@ -500,8 +503,8 @@ def test_lmdeploy_request_throughput_runs_are_steady_state(prepared):
     printed totals, v0.1.0 Llama-2-7B at B = 64: O = 2562.435 / 10.275 = 249.4, P = (5283.547 - 2562.435) / 10.275 =
     264.8; the v0.2.0 tpot_s rows take the output tok/s of their run's throughput row (7B at 256: 3387.419 / 14.556
     = 232.7, (6981.159 - 3387.419) / 14.556 = 246.9). A cycle admits B requests whose prompts run fused into the
-    decode steps: one prefill of B x P tokens and O - 1 decode steps of B; TPOT adds that prefill over the O - 1
-    steps."""
+    decode steps: one prefill of B x (P - 1) tokens and O decode steps of B (TurboMind samples the first token in a
+    decode step); TPOT adds a prefill of B x P over the O - 1 steps."""
     from planner.accuracy.serving_rows import steady_lengths
 
     notes = "Requests/s 10.275; total (in+out) tok/s 5283.547; FTL(ave/min/max) 0.092/0.036/1.145 s."
@@ -516,8 +519,10 @@ def test_lmdeploy_request_throughput_runs_are_steady_state(prepared):
     t7 = st[(st["model"] == "llama-2-7b") & (st["kind"] == "tpot")].iloc[0].to_dict()
     assert (t7["batch"], t7["prompt"], t7["output"], t7["measured"]) == (256, 247, 233, 66.0)
     steps, work = steps_of_row(r7)
-    assert work == 64 * 249 and steps[0] == ("prefill", 64, 265, 0, 1.0)
-    assert sum(s[4] for s in steps[1:]) == pytest.approx(248)
+    # TurboMind's first token comes from a decode step (runtimes.FIRST_TOKEN_FROM_DECODE): a prefill of P - 1 and
+    # O decode steps per cycle
+    assert work == 64 * 249 and steps[:2] == [("prefill", 64, 264, 0, 1.0), ("decode", 64, 1, 264, 1.0)]
+    assert sum(s[4] for s in steps[1:]) == pytest.approx(249)
     steps, work = steps_of_row(t7)
     assert work == 0 and steps[0] == ("decode", 256, 1, 247 + 116, 1.0)
     assert steps[1] == ("prefill", 256, 247, 0, pytest.approx(1 / 232))
@@ -687,3 +692,24 @@ def test_an_engine_without_measurements_takes_its_launch_family_with_a_wide_rang
     assert wide.p90 / wide.p10 > narrow.p90 / narrow.p10
     e = estimate("llama-2-7b", "a100-80gb-sxm", batch=8, prompt=512, output=128, runtime="mii")  # an alias
     assert e.runtime == "deepspeed-mii" and e.decode.latency_ms_per_token > 0
+
+
+def test_turbomind_samples_the_first_token_in_a_decode_step():
+    """TurboMind's context decoder caches all prompt tokens but the last, and the first generation step feeds the last
+    one to the decoder with the batch (LlamaBatch InitializeSampling: sequence_lengths = context_length - 1): the
+    first token costs a prefill of B x (P - 1) and one decode step of B at context P - 1; a 1-token prompt is one
+    decode step. Its later O - 1 tokens are the usual O - 1 decode steps, so a static batch's e2e = prefill of
+    P - 1 + O decode steps. Engines that sample from the prefill's logits keep one prefill of B x P. LMDeploy
+    v0.1.0's own table shows it: Llama-2-7B on an A100, FTL 11 ms at P = 1 (one step; TPOT 9-10 ms), 22 ms at
+    P = 128 (a ~12 ms prefill of 127 tokens + a 10 ms step), where a prefill alone would give ~12 ms."""
+    r = {"kind": "ttft", "batch": 16, "prompt": 128, "output": 128, "ttft_mode": "batch", "runtime": "lmdeploy"}
+    assert steps_of_row(r)[0] == [("prefill", 16, 127, 0, 1.0), ("decode", 16, 1, 127, 1.0)]
+    assert steps_of_row({**r, "prompt": 1})[0] == [("decode", 16, 1, 0, 1.0)]
+    assert steps_of_row({**r, "runtime": "turbomind"})[0] == steps_of_row(r)[0]  # aliases too
+    assert steps_of_row({**r, "runtime": "vllm"})[0] == [("prefill", 16, 128, 0, 1.0)]
+    steps, work = steps_of_row({**r, "kind": "e2e", "output": 2048})
+    assert work == 0 and steps[:2] == [("prefill", 16, 127, 0, 1.0), ("decode", 16, 1, 127, 1.0)]
+    assert len(steps) == 2 + 32 and sum(s[4] for s in steps[2:]) == pytest.approx(2047)
+    assert min(s[3] for s in steps[2:]) >= 128  # the later steps attend to P .. P + O - 2 cached tokens
+    # TPOT rows are one decode step, as for every engine
+    assert steps_of_row({**r, "kind": "tpot"})[0] == [("decode", 16, 1, 128 + 64, 1.0)]

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from planner import estimate
 from planner.cli import main
 
 REQUIRED_KEYS = [
@@ -264,3 +265,32 @@ def test_batching_takes_a_runtime_profile(capsys):
     assert rows[8]["step_ms"] == pytest.approx(65.0, rel=0.10)
     assert main(["batching", "-m", "llama-2-7b", "-H", "a100-80gb-sxm", "--runtime", "nope"]) == 2
     assert "--runtime: unknown runtime 'nope'" in capsys.readouterr().err
+
+
+def test_an_engine_that_samples_the_first_token_in_a_decode_step_adds_that_step_to_ttft(capsys):
+    """TurboMind (runtimes.FIRST_TOKEN_FROM_DECODE) prefills all prompt tokens but the last and samples the first token
+    in the decode step that takes the last: TTFT = prefill of P - 1 + one decode step at context P - 1, and the
+    end-to-end time adds the usual O - 1 steps. Checked against the same efficiency without the engine's rule (the
+    plain prefill of 127 tokens and its first decode step), and against LMDeploy v0.1.0's own A100 table for
+    Llama-2-7B fp16: FTL 22 ms at P = 128 and 11 ms at P = 1 (data/measured_serving.csv), within 20%."""
+    from planner.runtimes import load_runtime
+
+    eff = load_runtime("lmdeploy").classes[0].efficiency
+    e = estimate("llama-2-7b", "a100-80gb-sxm", "fp16", prompt=128, output=64, runtime="lmdeploy")
+    plain127 = estimate("llama-2-7b", "a100-80gb-sxm", "fp16", prompt=127, output=2, efficiency=eff)
+    plain128 = estimate("llama-2-7b", "a100-80gb-sxm", "fp16", prompt=128, output=64, efficiency=eff)
+    p = e.prefill
+    assert p.first_token_step_ms == pytest.approx(plain127.decode.latency_ms_first, rel=1e-9)
+    assert p.latency_ms == pytest.approx(plain127.prefill.latency_ms + p.first_token_step_ms, rel=1e-9)
+    assert e.end_to_end.latency_s == pytest.approx(
+        p.latency_ms / 1e3 + plain128.end_to_end.latency_s - plain128.prefill.latency_ms / 1e3, rel=1e-9)
+    assert p.latency_ms == pytest.approx(22.0, rel=0.20) and p.latency_ms_low <= 22.0 <= p.latency_ms_high
+    one = estimate("llama-2-7b", "a100-80gb-sxm", "fp16", prompt=1, output=64, runtime="lmdeploy").prefill
+    assert one.latency_ms == one.first_token_step_ms == pytest.approx(11.0, rel=0.20)
+    assert estimate("llama-2-7b", "a100-80gb-sxm", "fp16", runtime="vllm").prefill.first_token_step_ms is None
+    code, out, _ = run(capsys, "estimate", "-m", "llama-2-7b", "-H", "a100-80gb-sxm", "--runtime", "lmdeploy",
+                       "--prompt", "128")
+    assert code == 0 and "TTFT holds a decode step" in out and "prefill of 127 prompt tokens" in out
+    code, out, _ = run(capsys, "estimate", "-m", "llama-2-7b", "-H", "a100-80gb-sxm", "--runtime", "lmdeploy",
+                       "--json")
+    assert json.loads(out)["prefill"]["first_token_step_ms"] > 0

@@ -214,3 +214,38 @@ def test_whole_prompts_beside_the_decodes_are_not_chunked():
     tr = run_engine(sm, Requests(np.zeros(2), np.array([1000, 1000]), np.array([1, 1])), lim)
     one = sm.prefill_time([1000], [0], logits=1)
     assert tr.first_s == pytest.approx([one, 2 * one], rel=1e-12)
+
+
+def test_an_engine_that_samples_the_first_token_in_a_decode_step_matches_its_estimate():
+    """--runtime lmdeploy (TurboMind, runtimes.FIRST_TOKEN_FROM_DECODE): a prompt's prefill runs P - 1 tokens and its
+    first token comes out of the first decode step it runs in, so its O tokens take O decode steps. At low load,
+    under every step policy, TTFT, TPOT and end-to-end equal `planner estimate --runtime lmdeploy` (one code path
+    for both); a 1-token prompt goes straight to decoding. Under load (preemption, recompute and swap) every
+    request that completes has its first token before its last, and no block is lost: the run does the same work
+    as the engine without the rule, to within the one decode step per request it adds."""
+    from dataclasses import replace
+
+    m, spec = load_model("llama-2-7b"), load_hardware("a100-80gb-sxm")
+    for chunked in (False, True):
+        eng = build_engine(m, spec, make_config(hardware="a100-80gb-sxm", weights="fp16", runtime="lmdeploy",
+                                                chunked_prefill=chunked))
+        assert eng.limits.first_token_decode
+        for p, o in ((128, 64), (1, 16)):
+            s = summarize(run_engine(eng.step_model, _poisson(0.01, 100, prompt=p, output=o), eng.limits))
+            e = estimate("llama-2-7b", "a100-80gb-sxm", "fp16", batch=1, prompt=p, output=o, runtime="lmdeploy")
+            assert s["ttft_ms"]["p50"] == pytest.approx(e.prefill.latency_ms, rel=1e-9)
+            assert s["tpot_ms"]["p50"] == pytest.approx(e.decode.latency_ms_per_token, rel=1e-9)
+            assert s["e2e_s"]["p50"] == pytest.approx(e.end_to_end.latency_s, rel=1e-9)
+    small = load_hardware("a10g")
+    for chunked in (False, True):
+        for pre in ("recompute", "swap"):
+            eng = build_engine(m, small, make_config(hardware="a10g", weights="fp16", runtime="lmdeploy",
+                                                     chunked_prefill=chunked, preemption=pre))
+            for p in (1, 700):
+                reqs = _poisson(20, 300, prompt=p, output=300)
+                tr = run_engine(eng.step_model, reqs, eng.limits)
+                done = ~np.isnan(tr.finish_s)
+                assert done.all() and tr.preempted.sum() > 0
+                assert (tr.first_s[done] <= tr.finish_s[done]).all() and not np.isnan(tr.first_s[done]).any()
+                base = run_engine(eng.step_model, reqs, replace(eng.limits, first_token_decode=False))
+                assert tr.busy_s == pytest.approx(base.busy_s, rel=0.1)

@@ -338,7 +338,7 @@ def test_runtime_profile_choice_changes_the_numbers_and_the_range():
     assert at.query_params["eff"] == ["runtime:llamacpp"] or at.query_params["eff"] == "runtime:llamacpp"
 
 
-@pytest.mark.parametrize("runtime", ["vllm", "sglang", "deepspeed-mii"])
+@pytest.mark.parametrize("runtime", ["vllm", "sglang", "deepspeed-mii", "lmdeploy"])
 def test_every_serving_engine_profile_is_offered(runtime):
     # the serving engines' profiles (vLLM, SGLang, and DeepSpeed-MII with no measurement) are choices too: the
     # headline takes the engine's profile and says so, and the link carries the choice
@@ -349,6 +349,9 @@ def test_every_serving_engine_profile_is_offered(runtime):
     # an engine with an OpenAI server adds its request path to the TTFT a client sees (runtimes.REQUEST_PATH_MS)
     server = [c.value for c in at.caption if "OpenAI server" in c.value]
     assert bool(server) == (runtime in ("vllm", "sglang")), server
+    # TurboMind samples the first token in a decode step, which its TTFT holds (runtimes.FIRST_TOKEN_FROM_DECODE)
+    step = [c.value for c in at.caption if "TTFT holds one decode step" in c.value]
+    assert bool(step) == (runtime == "lmdeploy"), step
 
 
 @pytest.mark.parametrize("section", ["Batching", "Context length", "Quantization"])
