@@ -75,6 +75,8 @@ HARDWARE_IDS: dict[str, str] = {
     "NVIDIA GeForce RTX 5060 Ti (memory size not stated)": "rtx-5060-ti-16gb",
     "NVIDIA H100 80GB (variant not stated)": "h100-sxm", "NVIDIA A100 80GB (variant not stated)": "a100-80gb-sxm",
     "NVIDIA DGX Spark (GB10)": "dgx-spark",
+    # llama.cpp pull-request benchmarks (#15451, #20586): the GPU names as the threads print them
+    "NVIDIA GeForce RTX 3080 Ti": "rtx-3080-ti", "RTX 3090": "rtx-3090",
     "AMD Ryzen AI Max+ 395 (Radeon 8060S)": "ryzen-ai-max-395",  # Strix Halo: kyuz0's and lhl's llama-bench logs
 }
 MAPPING_ASSUMPTIONS = {  # hardware and model labels mapped by assumption (listed in the report)
