@@ -22,7 +22,7 @@ from .errors import pydantic_one_line
 from .hardware import (DATASHEET_EFFICIENCY, DEQUANT_MATVEC_TOKENS, SPECS_DIR, ComputeUnit, Efficiency,
                        HardwareSpec, default_efficiency)
 from .io import read_yaml
-from .quantization import dequant_overhead_for, is_dequantized
+from .quantization import dequant_overhead_for, is_dequantized, kernel_format_name
 
 CALIBRATION_DIR = SPECS_DIR / "calibration"
 
@@ -103,6 +103,7 @@ def dequant_cost_text(eff: Efficiency, fmt_name: str) -> str:
     """'q4_k_m dequantization +597% GEMM time[ per token ...]' for the report's Efficiency line, naming the format
     whose fitted cost a format without its own borrows (quantization.dequant_overhead_for, a lower bound); '' where
     the profile counts none."""
+    fmt_name = kernel_format_name(fmt_name)  # (llama.cpp MXFP4_MOE's non-expert GEMMs run Q8_0's kernels)
     dq, src = dequant_overhead_for(eff.dequant_overhead, fmt_name)
     if src is None:
         return ""
@@ -118,6 +119,7 @@ def unmeasured_dequant_warning(eff: Efficiency, fmt_name: str, runtime_id: str |
     optimistic; the warning names the costs fitted for other formats for comparison. None for a format without
     such a cost, or where it was fitted."""
     fitted = eff.dequant_overhead or {}
+    fmt_name = kernel_format_name(fmt_name)
     if runtime_id is None or fmt_name in fitted or not is_dequantized(fmt_name):
         return None
     if not fitted:

@@ -241,7 +241,7 @@ _GGUF_KEYS = {"embedding_length": "hidden_size", "block_count": "num_hidden_laye
 # llama.cpp general.file_type (llama.h enum llama_ftype) -> catalog format
 _GGUF_FILE_TYPE = {0: "fp32", 1: "fp16", 2: "q4_0", 3: "q4_1", 7: "q8_0", 8: "q5_0", 9: "q5_1", 10: "q2_k",
                    11: "q3_k_s", 12: "q3_k_m", 13: "q3_k_l", 14: "q4_k_s", 15: "q4_k_m", 16: "q5_k_s", 17: "q5_k_m",
-                   18: "q6_k", 25: "iq4_nl", 30: "iq4_xs", 32: "bf16", 38: "mxfp4"}  # 38: MXFP4_MOE (gpt-oss)
+                   18: "q6_k", 25: "iq4_nl", 30: "iq4_xs", 32: "bf16", 38: "mxfp4_moe"}  # 38: MXFP4_MOE (gpt-oss)
 
 
 def _field_value(field):

@@ -117,21 +117,26 @@ def causal_key_sum(past, new, window=None):
 STATE_BYTES_PER_ELEMENT = 2.0
 
 
-def expert_bytes_per_weight(m: ModelArch, fmt: WeightFormat) -> float:
-    """Routed-expert bytes per weight: the format's, but never wider than the published checkpoint's expert format
-    (gpt-oss ships its experts in MXFP4, 4.25 bits, and serving engines keep them so)."""
-    if m.expert_weight_format:
-        from .quantization import weight_format
-        return min(fmt.bytes_per_weight, weight_format(m.expert_weight_format).bytes_per_weight)
-    return fmt.bytes_per_weight
-
-
 def expert_storage_format(m: ModelArch, fmt: WeightFormat) -> str | None:
-    """The format the routed experts are stored in where it is narrower than the model's (gpt-oss's published MXFP4
-    under bf16: expert_bytes_per_weight), else None: their GEMMs then run that format's kernels
-    (OpCost.weight_format)."""
-    own = m.expert_weight_format
-    return own if own and expert_bytes_per_weight(m, fmt) < fmt.bytes_per_weight else None
+    """The format the routed experts are stored in where it is narrower than the format's other weights, else None:
+    the narrowest of the format's own expert format (llama.cpp MXFP4_MOE: MXFP4) and the published checkpoint's
+    (gpt-oss ships its experts in MXFP4, 4.25 bits, and serving engines keep them so under bf16). Their GEMMs then
+    run that format's kernels (OpCost.weight_format)."""
+    if m.moe is None:
+        return None
+    from .quantization import weight_format
+    own = [f for f in (fmt.expert_format, m.expert_weight_format) if f]
+    best = min(own, key=lambda f: weight_format(f).bytes_per_weight, default=None)
+    return best if best and weight_format(best).bytes_per_weight < fmt.bytes_per_weight else None
+
+
+def expert_bytes_per_weight(m: ModelArch, fmt: WeightFormat) -> float:
+    """Routed-expert bytes per weight: the format's, or its narrower expert storage (expert_storage_format)."""
+    own = expert_storage_format(m, fmt)
+    if own is None:
+        return fmt.bytes_per_weight
+    from .quantization import weight_format
+    return weight_format(own).bytes_per_weight
 
 
 def embedding_bits(m: ModelArch, fmt: WeightFormat) -> float:
@@ -174,7 +179,8 @@ def weights_source(m: ModelArch, fmt: WeightFormat) -> str:
         return f"exact: {wf.describe()}"
     why = f" (the file holds {wf.format_name}, not {fmt.name})" if wf is not None else ""
     if own := expert_storage_format(m, fmt):
-        why += f"; routed experts {own} as published"
+        why += (f"; routed experts {own}" + (f", the others {fmt.kernel_name}" if fmt.kernel_format else "")
+                if own == fmt.expert_format else f"; routed experts {own} as published")
     return f"formula: parameters x {fmt.name} bits per weight{why}"
 
 

@@ -8,6 +8,9 @@ Effective bits per weight (bpw) = bits + scale_bits / group + zero_bits / group:
   llama.cpp Q8_0 (32 x 8-bit + fp16 scale)     = 8 + 16/32 = 8.5   (block_q8_0)
   NF4 (64-value blocks, fp32 absmax)           = 4 + 32/64 = 4.5;  with double quantization 4.127 (QLoRA, arXiv:2305.14314)
   MXFP4 (32 x fp4 + e8m0 scale)                = 4 + 8/32  = 4.25  (OCP Microscaling spec v1.0)
+  llama.cpp MXFP4_MOE: routed-expert tensors (ne[2] > 1) MXFP4, every other tensor Q8_0, the output and token
+  embedding too (src/llama-quant.cpp: "MoE tensors -> MXFP4, other tensors -> Q8_0"); ggml-org's gpt-oss-20b file
+  is 19.12e9 x 4.25/8 + 1.79e9 x 8.5/8 = 12.06 GB (published: 11.27 GiB = 12.10 GB)
   NVFP4 (16 x fp4 + fp8 scale)                 = 4 + 8/16  = 4.5   (NVIDIA Blackwell NVFP4; per-tensor fp32 scale ignored)
   Q4_K_M / Q5_K_M: mixed k-quants; their published effective bpw over a whole Llama-7B file are ~4.85 / ~5.69
   (llama.cpp quantize table: 7B Q4_K_M 4.08 GB ~ 4.85 bpw, Q5_K_M 4.78 GB ~ 5.69 bpw; k-quants PR #1684).
@@ -40,6 +43,13 @@ class WeightFormat:
     lm_head_bits: float = 16.0
     weight_only: bool = True  # activations stay 16-bit; dequantize to fp16/bf16 before the matmul
     description: str = ""
+    expert_format: str | None = None  # the routed experts' own format (llama.cpp MXFP4_MOE: mxfp4), else the same
+    kernel_format: str | None = None  # whose kernels the other GEMMs run (MXFP4_MOE: q8_0's), else its own
+
+    @property
+    def kernel_name(self) -> str:
+        """The format whose GEMM kernels, dequantization cost and compute fraction the non-expert weights take."""
+        return self.kernel_format or self.name
 
     @property
     def bytes_per_weight(self) -> float:
@@ -94,9 +104,17 @@ def gguf_proxy(fmt_name: str) -> str | None:
     return "q4_k_m" if "_k" in rest else "q4_0"
 
 
+def kernel_format_name(fmt_name: str) -> str:
+    """The format whose GEMM kernels a format's (non-expert) weights run: WeightFormat.kernel_name for a catalog
+    format (llama.cpp MXFP4_MOE: q8_0), the name itself for any other."""
+    f = WEIGHT_FORMATS.get(fmt_name)
+    return f.kernel_name if f is not None else fmt_name
+
+
 def is_dequantized(fmt_name: str) -> bool:
     """Whether the format's GEMMs pay a dequantization cost an engine profile fits (DEQUANT_FITTED_FORMATS, or a
     quantized GGUF mix the catalog does not list: gguf_proxy)."""
+    fmt_name = kernel_format_name(fmt_name)
     return fmt_name in DEQUANT_FITTED_FORMATS or gguf_proxy(fmt_name) is not None
 
 
@@ -105,7 +123,8 @@ def dequant_overhead_for(fitted, fmt_name: str) -> tuple[float, str | None]:
     profile's fitted Efficiency.dequant_overhead: its own where fitted, else that of the nearest format whose work
     it contains (DEQUANT_SUPERSET_OF, followed up the chain; a GGUF mix the catalog does not list starts from its
     gguf_proxy), a lower bound on its cost; (0.0, None) where no format of the chain was fitted (the estimate then
-    counts no dequantization and warns)."""
+    counts no dequantization and warns). A format that runs another's kernels (kernel_format_name) takes that one's."""
+    fmt_name = kernel_format_name(fmt_name)
     if fitted and fmt_name in fitted:
         return float(fitted[fmt_name]), fmt_name
     f, seen = gguf_proxy(fmt_name) or fmt_name, set()
@@ -139,6 +158,9 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {f.name: f for f in [
     WeightFormat("nvfp4", 4.5, ("fp4", "fp8", "bf16", "fp16", "fp32"), weight_only=False,
                  description="NVIDIA NVFP4 (fp8 scale per 16), fp4 tensor peak on Blackwell"),
     WeightFormat("q8_0", 8.5, _WO_NPU, 8.5, 8.5, description="llama.cpp Q8_0: blocks of 32 int8 + fp16 scale"),
+    WeightFormat("mxfp4_moe", 8.5, _WO_NPU, 8.5, 8.5, expert_format="mxfp4", kernel_format="q8_0",
+                 description="llama.cpp MXFP4_MOE (ggml-org's gpt-oss GGUFs): routed experts MXFP4, every other "
+                             "tensor Q8_0"),
     WeightFormat("q4_0", 4.5, _WO_NPU, 4.5, 6.5625, description="llama.cpp Q4_0: blocks of 32 int4 + fp16 scale; output tensor Q6_K"),
     WeightFormat("q4_k_m", 4.85, _WO_NPU, 4.85, 6.5625, description="llama.cpp Q4_K_M (mixed Q4_K/Q6_K), published ~4.85 bpw"),
     WeightFormat("q5_k_m", 5.69, _WO_NPU, 5.69, 6.5625, description="llama.cpp Q5_K_M (mixed Q5_K/Q6_K), published ~5.69 bpw"),
@@ -159,7 +181,8 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {f.name: f for f in [
 # Aliases users type.
 _ALIASES = {"f16": "fp16", "float16": "fp16", "bfloat16": "bf16", "f32": "fp32", "float32": "fp32",
             "int4": "int4-g128", "w4a16": "int4-g128", "w8a16": "int8", "gptq": "gptq-int4", "awq": "awq-int4",
-            "q4_k": "q4_k_m", "q5_k": "q5_k_m", "q3_k": "q3_k_m", "int4_g32": "int4-g32", "fp8-e4m3": "fp8"}
+            "q4_k": "q4_k_m", "q5_k": "q5_k_m", "q3_k": "q3_k_m", "int4_g32": "int4-g32", "fp8-e4m3": "fp8",
+            "mxfp4-moe": "mxfp4_moe"}
 
 @dataclass(frozen=True)
 class KVFormat:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .estimate import Estimate
 from .efficiency import dequant_cost_text
 from .hardware import DEQUANT_MATVEC_TOKENS
-from .quantization import dequant_overhead_for
+from .quantization import dequant_overhead_for, kernel_format_name
 from .units import fmt_bytes, fmt_ms
 
 
@@ -146,11 +146,12 @@ def explain_text(e: Estimate) -> str:
     lines.append("  A measurement slower than predicted reaches proportionally less: measured/predicted x these.")
     if note := mixed_input_note(e):
         lines.append("  " + note)
-    dq, src = dequant_overhead_for(e.efficiency.dequant_overhead, e.weights)
+    kname = kernel_format_name(e.weights)  # the format whose kernels the weights run (MXFP4_MOE: q8_0's)
+    dq, src = dequant_overhead_for(e.efficiency.dequant_overhead, kname)
     if dq and e.decode is not None and e.decode.bound == "compute":
         lines.append(f"  Decode is compute bound on dequantization (not in the compute share, 2 FLOP per weight): "
-                     + (f"{e.weights}'s fitted cost" if src == e.weights else f"{src}'s fitted cost (a lower bound "
-                        f"for {e.weights})") + f" adds {dq:.2f}x the GEMM time"
+                     + (f"{kname}'s fitted cost" if src == kname else f"{src}'s fitted cost (a lower bound "
+                        f"for {kname})") + f" adds {dq:.2f}x the GEMM time"
                      + (f" per token up to {DEQUANT_MATVEC_TOKENS} tokens" if e.efficiency.dequant_tile_tokens
                         else "") + ".")
     return "\n".join(lines)

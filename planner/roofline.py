@@ -178,10 +178,23 @@ class DeviceModel:
     @cached_property
     def base_matmul_flops(self) -> float:
         """The matmul peak x the engine's fraction without the model format's own (format_compute_fraction): the
-        rate of a weight GEMM stored in a format of its own (OpCost.weight_format, gpt-oss's MXFP4 experts)."""
+        rate of a weight GEMM stored in a format of its own (OpCost.weight_format) that the profile lists no
+        fraction for (own_format_flops)."""
         eff = self.efficiency
         by_class = getattr(eff, "class_compute_fraction", None) or {}
         return self.peak_tflops[MATMUL] * TERA * by_class.get(MATMUL, eff.compute_fraction)
+
+    def own_format_flops(self, name: str) -> float:
+        """The matmul rate of a weight GEMM stored in format `name` of its own (OpCost.weight_format: gpt-oss's MXFP4
+        experts): the matmul peak x the profile's format_compute_fraction[name] where it lists one (llama.cpp's
+        MXFP4 kernels), else base_matmul_flops."""
+        frac = (getattr(self.efficiency, "format_compute_fraction", None) or {}).get(name, 0.0)
+        return self.peak_tflops[MATMUL] * TERA * frac if frac > 0 else self.base_matmul_flops
+
+    def own_format_dequant(self, name: str) -> float:
+        """1 + the profile's dequantization overhead of format `name` (quantization.dequant_overhead_for): the
+        dequant factor of a weight GEMM stored in a format of its own."""
+        return 1.0 + dequant_overhead_for(self.efficiency.dequant_overhead, name)[0]
 
     @cached_property
     def eff_bandwidth_bytes_s(self) -> float:
@@ -212,7 +225,7 @@ def _device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff:
         if d is None:  # a unit with a single listed dtype: run everything there
             dtypes[cls] = dtypes[MATMUL]
     bw = unit_bandwidth_gbs(spec, unit)
-    dq = 1.0 + dequant_overhead_for(eff.dequant_overhead, fmt.name)[0]
+    dq = 1.0 + dequant_overhead_for(eff.dequant_overhead, fmt.kernel_name)[0]
     peaks = {c: unit.peak_tflops[d] for c, d in dtypes.items()}
     if getattr(eff, "fp16_accumulate", False):
         peaks[MATMUL] = fp16_accumulate_peak(unit, dtypes[MATMUL])
@@ -221,7 +234,7 @@ def _device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff:
         peaks[cls] = peaks[cls] * share
     tpw = getattr(eff, "matmul_tflops_per_watt", 0.0)
     cap = spec.power.tdp_w * tpw * TERA if (tpw > 0 and spec.power is not None) else float("inf")
-    half = (getattr(eff, "format_half_rows", None) or {}).get(fmt.name, eff.compute_half_rows)
+    half = (getattr(eff, "format_half_rows", None) or {}).get(fmt.kernel_name, eff.compute_half_rows)
     regime, kernel_peak = (unit_gemm_regime(spec, unit, fmt, dtypes[MATMUL], getattr(eff, "weight_only_regime", False))
                            if getattr(eff, "regime_curves", True) else (None, 0.0))
     launch = regime.extra_launch_s(dtypes[MATMUL]) if regime is not None else 0.0
@@ -232,7 +245,7 @@ def _device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff:
     return DeviceModel(spec.id, unit.name, dtypes, peaks, bw, eff, fmt.bytes_per_weight, dq,
                        int(getattr(eff, "dequant_tile_tokens", 0) or 0), cap, half,
                        tuple(unit.peak_tflops), regime, kernel_peak * share, launch, unit.sm_count or 0,
-                       (getattr(eff, "format_compute_fraction", None) or {}).get(fmt.name, 0.0), wshare, mshare,
+                       (getattr(eff, "format_compute_fraction", None) or {}).get(fmt.kernel_name, 0.0), wshare, mshare,
                        mixed_unit)
 
 
@@ -243,7 +256,7 @@ def unit_gemm_regime(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, d
     (regimes.gemm_regime_for says where the fit applies; weight_only_regime: Efficiency.weight_only_regime, which
     brings a weight-only quantized format under it)."""
     mixed = weight_only_regime and is_weight_only_quantized(fmt)
-    regime = gemm_regime_for(spec.vendor, unit.sm_count, fmt.name, dtype, mixed)
+    regime = gemm_regime_for(spec.vendor, unit.sm_count, fmt.kernel_name, dtype, mixed)
     if regime is None:
         return None, 0.0
     return regime, unit.peak_tflops[dtype] * TERA * regime.kernel_compute_fraction[dtype]
@@ -411,7 +424,7 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
     out = []
     for op in ops:
         own = op.weight_format  # an op stored in a format of its own (gpt-oss's experts): its bytes and kernels
-        peak = peaks[op.compute] if own is None or op.compute != MATMUL else dev.base_matmul_flops
+        peak = peaks[op.compute] if own is None or op.compute != MATMUL else dev.own_format_flops(own)
         weight_gemm = op.compute == MATMUL and _any_positive(op.weight_bytes)
         if own is None:
             share, op_applies, op_half, op_on = wshare, applies, half_gemm, regime_on
@@ -424,7 +437,8 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
         if refine and weight_gemm:  # the regime curve replaces the engine's R / (R + half_rows) shape
             capped = (peak if peak <= cap else cap) if peak.__class__ is float and cap.__class__ is float \
                 else np.minimum(peak, cap)
-            peak = capped * matmul_peak_scale(rows, op_half, dequant_factor_at(rows, dq, dq_tile))
+            peak = capped * matmul_peak_scale(rows, op_half, dequant_factor_at(
+                rows, dq if own is None else dev.own_format_dequant(own), dq_tile))
         grouped = weight_gemm and op.name in GROUPED_GEMM_OPS
         if grouped:  # an expert GEMM computes at grouped_compute_ratio x the dense rate (planner.regimes)
             grouped_rate = grouped_compute_ratio() if grouped_rate is None else grouped_rate

@@ -57,6 +57,15 @@ class _StackedDevice:
     mixed_input_share: np.ndarray | float = 1.0  # per device (roofline.DeviceModel.mixed_input_share)
     mixed_input_unit: np.ndarray | bool = False  # per device (roofline.DeviceModel.mixed_input_unit)
     base_matmul_flops: np.ndarray | float = 0.0  # per device (roofline.DeviceModel.base_matmul_flops)
+    devices: tuple = ()                          # the stacked DeviceModels (own_format_flops / own_format_dequant)
+
+    def own_format_flops(self, name: str) -> np.ndarray:
+        """roofline.DeviceModel.own_format_flops per device."""
+        return np.array([d.own_format_flops(name) for d in self.devices]).reshape(self.base_matmul_flops.shape)
+
+    def own_format_dequant(self, name: str) -> np.ndarray:
+        """roofline.DeviceModel.own_format_dequant per device."""
+        return np.array([d.own_format_dequant(name) for d in self.devices]).reshape(self.base_matmul_flops.shape)
 
 
 def _per_device(values, shape, neutral):
@@ -90,7 +99,7 @@ def _stack(devs) -> _StackedDevice:
         _per_device([d.weight_bandwidth_share for d in devs], shape, 1.0),
         _per_device([d.mixed_input_share for d in devs], shape, 1.0),
         _per_device([d.mixed_input_unit for d in devs], shape, False),
-        np.array([d.base_matmul_flops for d in devs]).reshape(shape))
+        np.array([d.base_matmul_flops for d in devs]).reshape(shape), tuple(devs))
 
 
 def _devices_for(fmt, specs, prof, efficiency, P, O, full):

@@ -112,9 +112,11 @@ MODEL_IDS: dict[str, str] = {
 PUBLISHED_BASE_FORMAT = "bf16"  # the other tensors of a checkpoint whose label names its experts' format
 # engines that run their own re-quantized files rather than the published checkpoint: llama.cpp's MXFP4_MOE GGUFs
 # keep the experts in MXFP4 and quantize the other tensors (Q8_0 in llama.cpp's quantizer for that file type: the
-# ggml-org gpt-oss-20b GGUF's 12.1 GB = ~10.1 GB of experts at 4.25 bits + ~1.9 GB at 8.5), which the rows keep as
-# labelled (every tensor in MXFP4, 6% fewer bytes than that layout)
+# ggml-org gpt-oss-20b GGUF's 12.1 GB = ~10.1 GB of experts at 4.25 bits + ~1.9 GB at 8.5): the planner's mxfp4_moe
 OWN_FILE_ENGINES = frozenset({"llamacpp"})
+# the layout of an OWN_FILE_ENGINES file whose label names the experts' format: llama.cpp's gpt-oss GGUFs are
+# MXFP4_MOE files ('gpt-oss 20B MXFP4 MoE': experts MXFP4, every other tensor Q8_0; src/llama-quant.cpp)
+OWN_FILE_LAYOUT = {"mxfp4": "mxfp4_moe"}
 
 
 def published_layout(model: str | None, fmt: str | None, runtime: str | None = None) -> str | None:
@@ -123,8 +125,9 @@ def published_layout(model: str | None, fmt: str | None, runtime: str | None = N
     tensor (attention, router, embeddings, LM head) in bf16 (data/measured_public.md: "the other tensors are higher
     precision"), which is the planner's 'bf16' for that model (ops.expert_bytes_per_weight keeps its experts in
     MXFP4: 5.0 GB read per gpt-oss-120b token, not the 3.6 GB of every tensor in MXFP4). Rows of OWN_FILE_ENGINES
-    and every other row keep their format."""
-    if model is None or fmt is None or runtime in OWN_FILE_ENGINES:
+    take the layout of their own files (OWN_FILE_LAYOUT: llama.cpp's MXFP4_MOE, the others Q8_0); every other row
+    keeps its format."""
+    if model is None or fmt is None:
         return fmt
     from ..architecture import load_model
     from ..errors import PlannerError
@@ -132,7 +135,9 @@ def published_layout(model: str | None, fmt: str | None, runtime: str | None = N
         own = load_model(model).expert_weight_format
     except PlannerError:
         return fmt
-    return PUBLISHED_BASE_FORMAT if own is not None and own == fmt else fmt
+    if own is None or own != fmt:
+        return fmt
+    return OWN_FILE_LAYOUT.get(fmt, fmt) if runtime in OWN_FILE_ENGINES else PUBLISHED_BASE_FORMAT
 
 
 def planner_format(label) -> str | None:

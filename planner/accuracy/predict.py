@@ -361,7 +361,9 @@ def build_design(df) -> Design:
             parts["peak_acc16"].append(dev_acc[ri] if op.compute == MATMUL else parts["peak"][-1])
             parts["bw"].append(dev_bw[ri])
             parts["tdp_w"].append(dev_tdp[ri])
-            parts["fmt"].append(np.full(size, weights, dtype=object))
+            # the format whose kernels the op runs: its own (gpt-oss's MXFP4 experts), else the model format's
+            # (quantization.WeightFormat.kernel_name: llama.cpp MXFP4_MOE's other tensors run Q8_0's)
+            parts["fmt"].append(np.full(size, fmt.kernel_name if own is None else own, dtype=object))
             parts["regime"].append(dev_sm[ri] & is_gemm)
             parts["grouped"].append(np.full(size, op.name in GROUPED_GEMM_OPS))
             parts["kernel_peak"].append(dev_kpeak[ri] if is_gemm else np.zeros(size))
@@ -397,7 +399,7 @@ def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
     cf = params["compute_fraction"][r]
     mf = params.get("matmul_fraction")  # per instance: format_compute_fraction[row format], 0 = not listed
     if mf is not None and np.any(mf > 0):
-        cf = np.where(d.matmul & (mf > 0) & ~d.own_wo, mf, cf)  # an op in a format of its own: not the model's
+        cf = np.where(d.matmul & (mf > 0), mf, cf)  # an op in a format of its own: that format's (own_format_flops)
     curves = params.get("regime_curves", np.ones(d.n_rows))[r] > 0  # Efficiency.regime_curves per row
     mixed = params.get("weight_only_regime")  # Efficiency.weight_only_regime per row: Marlin-style kernels
     mix_on = d.mixed & (mixed[r] > 0) & curves if mixed is not None and np.any(mixed > 0) else None

@@ -318,7 +318,7 @@ def test_gpt_oss_rows_map_to_the_published_layout_except_llamacpp_files():
 
     assert published_layout("gpt-oss-20b", "mxfp4", "vllm") == "bf16"
     assert published_layout("gpt-oss-120b", "mxfp4", "sglang") == "bf16"
-    assert published_layout("gpt-oss-20b", "mxfp4", "llamacpp") == "mxfp4"
+    assert published_layout("gpt-oss-20b", "mxfp4", "llamacpp") == "mxfp4_moe"  # the GGUF: MXFP4_MOE
     assert published_layout("qwen3-30b-a3b", "mxfp4", "vllm") == "mxfp4"
     assert published_layout("gpt-oss-20b", "fp8", "vllm") == "fp8"
 
@@ -362,3 +362,25 @@ def test_an_op_in_its_own_format_computes_at_the_engines_fraction_not_the_model_
     r, peak = regimes.grouped_compute_ratio(), spec.units[0].peak_tflops["bf16"] * 1e12
     assert float(own.compute_s) == pytest.approx(flops / (peak * 0.7 * r), rel=1e-9)
     assert float(bf16.compute_s) == pytest.approx(flops / (peak * 0.1 * r), rel=1e-9)
+
+
+def test_experts_in_a_format_of_their_own_take_that_formats_kernels():
+    """llama.cpp's MXFP4_MOE gpt-oss files under the llama.cpp NVIDIA profile on an RTX A5000: the routed experts'
+    GEMMs run at the matmul peak x the profile's format_compute_fraction['mxfp4'] and pay no dequantization factor
+    (MXFP4 has none fitted), the other GEMMs at compute_fraction with Q8_0's fitted dequantization cost (the format's
+    kernel_name); a format the profile lists no fraction for takes compute_fraction."""
+    from planner.hardware import load_hardware
+    from planner.quantization import weight_format
+    from planner.roofline import TERA, device_model
+    from planner.runtimes import load_runtime
+
+    spec = load_hardware("rtx-a5000")
+    unit = spec.units[0]
+    eff = load_runtime("llamacpp").for_unit(spec, unit).efficiency
+    dev = device_model(spec, unit, weight_format("mxfp4_moe"), eff)
+    peak = dev.peak_tflops["matmul"] * TERA
+    assert dev.own_format_flops("mxfp4") == pytest.approx(peak * eff.format_compute_fraction["mxfp4"], rel=1e-12)
+    assert dev.own_format_dequant("mxfp4") == 1.0
+    assert dev.dequant_factor == pytest.approx(1.0 + eff.dequant_overhead["q8_0"], rel=1e-12)
+    assert dev.own_format_flops("nvfp4") == pytest.approx(peak * eff.compute_fraction, rel=1e-12)
+    assert dev.own_format_dequant("q4_0") == pytest.approx(1.0 + eff.dequant_overhead["q4_0"], rel=1e-12)

@@ -245,11 +245,12 @@ def test_gguf_mix_the_catalog_does_not_list_pays_a_lower_bound_dequantization(tm
     assert unmeasured_dequant_warning(eff, "gguf-f16", "llamacpp") is None  # an unquantized file pays nothing
 
 
-def test_gguf_mxfp4_moe_files_are_the_catalog_mxfp4(tmp_path):
-    """llama_ftype 38 (MOSTLY_MXFP4_MOE, the gpt-oss GGUFs) is the catalog's mxfp4, whose llama.cpp compute
-    fraction was fitted on such files; the bytes stay the file's own."""
+def test_gguf_mxfp4_moe_files_are_the_catalog_mxfp4_moe(tmp_path):
+    """llama_ftype 38 (MOSTLY_MXFP4_MOE, the gpt-oss GGUFs) is the catalog's mxfp4_moe (experts MXFP4, the rest
+    Q8_0, as llama-quant.cpp writes them), whose llama.cpp kernels were fitted on such files; the bytes stay the
+    file's own."""
     p = tmp_path / "tiny-mxfp4.gguf"
     write_gguf(p, 38)
     e = estimate(load_model(str(p)), "rtx-4090")
-    assert e.weights == "mxfp4" and e.weights_source.startswith("exact: gguf")
+    assert e.weights == "mxfp4_moe" and e.weights_source.startswith("exact: gguf")
     assert e.memory.weights_gb * 1e9 == pytest.approx(EXPECTED)

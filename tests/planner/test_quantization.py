@@ -50,3 +50,28 @@ def test_names_users_and_data_files_type():
     assert planner_format("iq2_xxs") is None and planner_format(None) is None
     with pytest.raises(PlannerError, match=r"--weights: unknown format 'iq2_xxs'; allowed: .*q3_k_m.*iq4_xs"):
         weight_format("iq2_xxs")
+
+
+def test_llamacpp_mxfp4_moe_is_mxfp4_experts_and_q8_0_elsewhere():
+    """llama.cpp's MXFP4_MOE file type (llama-quant.cpp: "MoE tensors -> MXFP4, other tensors -> Q8_0", the output
+    and token embedding too): gpt-oss-20b by hand = 19,116,933,120 expert weights x 4.25 / 8 + (579,133,440
+    embedding + 637,203,456 attention + 579,133,440 LM head) x 8.5 / 8 + router 2,212,608 and norms 141,120 x 2 B
+    = 12,068,265,408 B, against ggml-org's gpt-oss-20b-mxfp4.gguf of 11.27 GiB = 12.10 GB (0.3%); every tensor in
+    MXFP4 with 16-bit embeddings (`mxfp4`) is 12.82 GB, 6% over. Its non-expert GEMMs run Q8_0's kernels and pay
+    Q8_0's fitted dequantization cost; a dense model in MXFP4_MOE is all Q8_0, as llama-quantize writes it."""
+    from planner.architecture import load_model
+    from planner.ops import expert_storage_format, weight_bytes
+    from planner.quantization import dequant_overhead_for, kernel_format_name
+
+    m, f = load_model("gpt-oss-20b"), weight_format("MXFP4_MOE")
+    assert (f.name, f.kernel_name, f.expert_format) == ("mxfp4_moe", "q8_0", "mxfp4")
+    by_hand = 19_116_933_120 * 4.25 / 8 + (579_133_440 + 637_203_456 + 579_133_440) * 8.5 / 8 + (2_212_608 + 141_120) * 2
+    assert weight_bytes(m, f) == pytest.approx(by_hand, rel=1e-12)
+    assert weight_bytes(m, f) == pytest.approx(11.27 * 2**30, rel=0.005)
+    assert weight_bytes(m, weight_format("mxfp4")) == pytest.approx(12.82e9, rel=0.002)
+    assert expert_storage_format(m, f) == "mxfp4"
+    assert kernel_format_name("mxfp4_moe") == "q8_0" and kernel_format_name("q4_k_m") == "q4_k_m"
+    assert dequant_overhead_for({"q8_0": 0.5}, "mxfp4_moe") == (0.5, "q8_0")
+    dense = load_model("llama-3-8b")
+    assert expert_storage_format(dense, f) is None
+    assert weight_bytes(dense, f) == pytest.approx(weight_bytes(dense, weight_format("q8_0")), rel=1e-12)

@@ -107,9 +107,13 @@ def test_string_columns_from_chunks_equal_python_strings():
 def test_sweep_matches_estimate_with_runtime_profiles():
     """The sweep times every device at once with the same operators as estimate(): runtime profiles whose
     refinements differ by device class (regime curves, fp8 launch cost, hf-eager's per-step KV-cache copy) give the
-    same numbers (rel 1e-9)."""
-    for runtime, weights in (("hf-eager", "fp16"), ("trtllm", "fp8"), ("vllm", "bf16")):
-        df = sweep(["llama-2-7b"], ["a100-80gb-sxm", "h100-sxm", "rtx-4090"], [weights], [1, 32], [2048], [128],
+    same numbers (rel 1e-9); so do routed experts in a format of their own (gpt-oss-20b in llama.cpp's MXFP4_MOE:
+    experts at the profile's MXFP4 fraction, the other GEMMs Q8_0 with Q8_0's dequantization cost,
+    roofline.DeviceModel.own_format_flops / own_format_dequant; and as published under vLLM: bf16, experts MXFP4)."""
+    for model, runtime, weights in (("llama-2-7b", "hf-eager", "fp16"), ("llama-2-7b", "trtllm", "fp8"),
+                                    ("llama-2-7b", "vllm", "bf16"), ("gpt-oss-20b", "llamacpp", "mxfp4_moe"),
+                                    ("gpt-oss-20b", "vllm", "bf16")):
+        df = sweep([model], ["a100-80gb-sxm", "h100-sxm", "rtx-4090"], [weights], [1, 32], [2048], [128],
                    runtime=runtime)
         for _, r in df.iterrows():
             e = estimate(r.model, r.hardware, r.weights, batch=int(r.batch), prompt=int(r.prompt),
@@ -214,3 +218,4 @@ def test_repeated_models_devices_and_formats_give_repeated_rows():
     assert per[("mistral-7b", "nf4", "snapdragon-8-gen3")] == 4 * 2 * 3  # 2 formats x 2 devices x 6 configurations
     a = df[(df.model == "mistral-7b") & (df.weights == "nf4") & (df.hardware == "a100-40gb-sxm")]
     assert len(a) == 12 and a.iloc[:6][["fits", "total_gb"]].equals(a.iloc[6:][["fits", "total_gb"]].set_axis(a.index[:6]))
+
