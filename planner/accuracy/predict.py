@@ -10,11 +10,13 @@ P_class and bandwidth BW:
          where either is 0)
   weight GEMMs:  P x cf_o = min(P' x e.compute_fraction, tdp_w x e.matmul_tflops_per_watt)
                                 x R_o / (R_o + e.compute_half_rows) / dequant_factor_at(R_o)
-                 (1 + e.dequant_overhead[fmt], x ceil(R_o / tile) / R_o where e.dequant_tile_tokens sets a tile)
+                 (1 + e.dequant_overhead[fmt_o], x ceil(R_o / tile) / R_o where e.dequant_tile_tokens sets a tile)
                  (P' = the fp16-accumulate peak when e.fp16_accumulate, roofline.fp16_accumulate_peak)
   matmul and attention ops: P (P') x the unit's mma_sync_share when e.sync_mma (roofline.sync_mma_share)
   other ops:     P x cf_o = P x e.compute_fraction
-  cf of matmul ops = e.format_compute_fraction[fmt] where the profile lists the row's format
+  cf of matmul ops = e.format_compute_fraction[fmt_o] where the profile lists it
+  fmt_o: the format whose kernels op o runs: its own where it is stored in one (OpCost.weight_format: gpt-oss's
+         MXFP4 experts), else the row format's kernel format (quantization.WeightFormat.kernel_name)
 
   on a unit the regime fit applies to (regimes.gemm_regime_for: an SM count, a vendor the kernel tables measured;
   weight-only quantized formats only where e.weight_only_regime),
@@ -227,7 +229,7 @@ class Design:
     peak_acc16: np.ndarray   # the same with fp16 accumulation (roofline.fp16_accumulate_peak) for matmul ops
     bw: np.ndarray           # datasheet B/s of the row's unit
     tdp_w: np.ndarray        # board power of the row's device (0 = not published)
-    fmt: np.ndarray          # weight format name of the row, per instance
+    fmt: np.ndarray          # per instance: the format whose kernels the op runs (fmt_o of the module docstring)
     row_ops: np.ndarray      # per row: sum of weight x count (kernel launches)
     row_steps: np.ndarray    # per row: sum of step weights (steps)
     measured_time_s: np.ndarray  # per row: the measurement as a time
@@ -393,11 +395,11 @@ def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
     regime_curves (optional, 1 = Efficiency.regime_curves), weight_only_regime and weight_only_bandwidth_share
     (optional: Efficiency.weight_only_regime, and the share of bandwidth its mixed-input GEMMs reach),
     kernel_overhead_us, step_overhead_ms, sm_bandwidth_gbs (optional, 0 = no cap), and per-instance dequant_factor
-    (1 + overhead of the row's format) and matmul_fraction (optional: format_compute_fraction of the row's format
+    (1 + overhead of the op's format fmt_o) and matmul_fraction (optional: format_compute_fraction of fmt_o
     for matmul ops, 0 = compute_fraction)."""
     r = d.row
     cf = params["compute_fraction"][r]
-    mf = params.get("matmul_fraction")  # per instance: format_compute_fraction[row format], 0 = not listed
+    mf = params.get("matmul_fraction")  # per instance: format_compute_fraction[fmt_o], 0 = not listed
     if mf is not None and np.any(mf > 0):
         cf = np.where(d.matmul & (mf > 0), mf, cf)  # an op in a format of its own: that format's (own_format_flops)
     curves = params.get("regime_curves", np.ones(d.n_rows))[r] > 0  # Efficiency.regime_curves per row
