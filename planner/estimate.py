@@ -472,8 +472,10 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
             n_min = (math.ceil(mb.weights_bytes * tp / (mb.budget - mb.overhead_bytes))
                      if mb.budget > mb.overhead_bytes else None)
             if n_min and n_min <= 1024:
-                warnings.append(f"the weights alone need at least {n_min} x {spec.id}; `--tp N` splits them inside a "
-                                f"node, `planner plan --model {m.name} --hardware {spec.id}` sizes the deployment")
+                warnings.append(f"the weights ({mb.weights_bytes / GB:.2f} GB) and the fixed overhead "
+                                f"({mb.overhead_bytes / GB:.2f} GB) need at least {n_min} x {spec.id}; `--tp N` splits "
+                                f"them inside a node, `planner plan --model {m.name} --hardware {spec.id}` sizes the "
+                                f"deployment")
     if engine == "vllm" and mb.blocks is not None and mb.kv_pool_bytes > 0:
         max_len = es.max_model_len or m.max_position_embeddings
         holds = max_context(m, fmt, kvd, 1, 0, *mem_args)  # tokens one sequence may hold in the pool
