@@ -324,6 +324,9 @@ class Estimate(_Out):
     hardware_name: str
     weights: str
     weights_source: str = "formula"
+    # the format the routed experts are stored in where it is not `weights` (ops.expert_storage_format: gpt-oss's
+    # MXFP4 experts under bf16 or llama.cpp's MXFP4_MOE), whose kernels their GEMMs run; None elsewhere
+    expert_weights: str | None = None
     kv_dtype: str
     batch: int
     prompt: int
@@ -591,7 +594,7 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     b = m.param_breakdown()
     return _out(Estimate,
         model=m.name, hardware=spec.id, hardware_name=spec.name, weights=fmt.name,
-        weights_source=weights_source(m, fmt), kv_dtype=kvd, batch=batch,
+        weights_source=weights_source(m, fmt), expert_weights=expert_storage_format(m, fmt), kv_dtype=kvd, batch=batch,
         prompt=prompt, output=output, flash_attention=flash_attention, tp=tp, params_b=b["total"] / 1e9,
         active_params_b=b["active"] / 1e9, memory=memory, kv_cache=kv, prefill=prefill, decode=decode,
         end_to_end=e2e_r, roofline=roof,

@@ -81,6 +81,8 @@ def estimate_text(e: Estimate) -> str:
         f"Efficiency: bandwidth {e.efficiency.bandwidth_fraction:.2f}, compute {e.efficiency.compute_fraction:.2f}"
         + (f" ({e.efficiency.format_compute_fraction[e.weights]:.2f} for {e.weights} GEMMs)"
            if e.weights in e.efficiency.format_compute_fraction else "")
+        + (f" ({e.efficiency.format_compute_fraction[e.expert_weights]:.2f} for the {e.expert_weights} expert GEMMs)"
+           if e.expert_weights in e.efficiency.format_compute_fraction else "")
         + (f", {dq_text}" if (dq_text := dequant_cost_text(e.efficiency, e.weights)) else "") + ", "
         f"{e.efficiency.kernel_overhead_us:g} us/op, {e.efficiency.step_overhead_ms:g} ms/step  [{e.efficiency.source}]",
     ]

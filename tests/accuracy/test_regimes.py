@@ -384,3 +384,10 @@ def test_experts_in_a_format_of_their_own_take_that_formats_kernels():
     assert dev.dequant_factor == pytest.approx(1.0 + eff.dequant_overhead["q8_0"], rel=1e-12)
     assert dev.own_format_flops("nvfp4") == pytest.approx(peak * eff.compute_fraction, rel=1e-12)
     assert dev.own_format_dequant("q4_0") == pytest.approx(1.0 + eff.dequant_overhead["q4_0"], rel=1e-12)
+    # the estimate names the experts' format and the report its fraction
+    from planner.estimate import estimate
+    from planner.report import estimate_text
+
+    e = estimate("gpt-oss-20b", "rtx-a5000", "mxfp4_moe", runtime="llamacpp")
+    assert e.expert_weights == "mxfp4" and estimate("llama-2-7b", "rtx-a5000").expert_weights is None
+    assert f"({eff.format_compute_fraction['mxfp4']:.2f} for the mxfp4 expert GEMMs)" in estimate_text(e)
