@@ -146,6 +146,8 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
     if runtime is not None:
         from .runtimes import load_runtime
         prof = load_runtime(runtime)
+    from .runtimes import first_token_from_decode
+    first_decode = prof is not None and first_token_from_decode(prof.id)
 
     for name, vals in (("batch", batches), ("prompt", prompts), ("output", outputs)):
         if not vals or any((not isinstance(v, (int, np.integer))) or v < 1 for v in vals):
@@ -213,7 +215,11 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
             table[c][sl] = np.nan
         if not pos.size:
             continue
-        ttft = chosen(prefill_time_s(m, fmt, kvd, sd, B, P, 0, flash_attention), pos)
+        if first_decode:  # the first token from a decode step (runtimes.first_token_from_decode), as estimate()
+            pre = np.where(P > 1, prefill_time_s(m, fmt, kvd, sd, B, np.maximum(P - 1, 1), 0, flash_attention), 0.0)
+            ttft = chosen(pre + decode_step_time_s(m, fmt, kvd, sd, B, P - 1, flash_attention), pos)
+        else:
+            ttft = chosen(prefill_time_s(m, fmt, kvd, sd, B, P, 0, flash_attention), pos)
         dsum = decode_closed_form(m, fmt, kvd, sd, B, P, O, flash_attention).total(chosen.at(pos))
         Bf, Of = flat_B[pos % n], flat_O[pos % n]
         tpot = dsum / np.maximum(Of - 1, 1)

@@ -342,6 +342,9 @@ class _Planner:
         ttft0, prefill = (float(t) for t in tp_step_time_s(m, fmt, self.kvd, dev, "prefill", 1,
                                                             np.array([st.prompt_p95, st.prompt_mean]), 0, tp, link))
         ttft0 += self.request_path_s  # the engine's HTTP request path is in every TTFT (summarize)
+        from ..runtimes import first_token_from_decode
+        if first_token_from_decode(self.runtime):  # its first token comes out of a decode step (the simulator's rule)
+            ttft0 += float(tp_step_time_s(m, fmt, self.kvd, dev, "decode", 1, 1, st.prompt_p95 - 1, tp, link))
         ctx = st.prompt_mean + st.output_mean / 2
         b_max = max(1, min(self.sc.max_num_seqs, int(c.pool_tokens // (st.prompt_mean + st.output_mean))))
         bs = np.arange(1, b_max + 1, dtype=np.float64)

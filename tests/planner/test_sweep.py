@@ -109,10 +109,11 @@ def test_sweep_matches_estimate_with_runtime_profiles():
     refinements differ by device class (regime curves, fp8 launch cost, hf-eager's per-step KV-cache copy) give the
     same numbers (rel 1e-9); so do routed experts in a format of their own (gpt-oss-20b in llama.cpp's MXFP4_MOE:
     experts at the profile's MXFP4 fraction, the other GEMMs Q8_0 with Q8_0's dequantization cost,
-    roofline.DeviceModel.own_format_flops / own_format_dequant; and as published under vLLM: bf16, experts MXFP4)."""
+    roofline.DeviceModel.own_format_flops / own_format_dequant; and as published under vLLM: bf16, experts MXFP4);
+    and TurboMind's first token from a decode step (runtimes.first_token_from_decode)."""
     for model, runtime, weights in (("llama-2-7b", "hf-eager", "fp16"), ("llama-2-7b", "trtllm", "fp8"),
                                     ("llama-2-7b", "vllm", "bf16"), ("gpt-oss-20b", "llamacpp", "mxfp4_moe"),
-                                    ("gpt-oss-20b", "vllm", "bf16")):
+                                    ("gpt-oss-20b", "vllm", "bf16"), ("llama-2-7b", "lmdeploy", "fp16")):
         df = sweep([model], ["a100-80gb-sxm", "h100-sxm", "rtx-4090"], [weights], [1, 32], [2048], [128],
                    runtime=runtime)
         for _, r in df.iterrows():
