@@ -27,10 +27,10 @@ MODELS = ["llama-2-7b", "llama-3.1-8b", "mixtral-8x7b", "deepseek-v2-lite", "gem
           "llama-3.1-70b", "phi-3-mini", "mistral-7b"]
 DEVICES = ["a100-40gb-sxm", "h100-sxm", "rtx-3060-12gb", "rtx-4090", "l40s", "apple-m2-max", "mi300x",
            "snapdragon-8-gen3", "cpu-amd-epyc-2c", "h200-sxm"]
-FORMATS = ["fp16", "bf16", "fp8", "int8", "int4-g128", "q4_0", "q4_k_m", "awq-int4", "nf4", "mxfp4", "w8a8"]
+FORMATS = ["fp16", "bf16", "fp8", "int8", "int4-g128", "q4_0", "q4_k_m", "awq-int4", "nf4", "mxfp4", "mxfp4_moe", "w8a8"]
 KV = ["fp16", "bf16", "fp8", "int8", "int4"]
 ENGINES = ["none", "vllm", "trtllm", "sglang", "llamacpp"]
-RUNTIMES = ["llamacpp", "trtllm", "gpt-fast"]
+RUNTIMES = ["llamacpp", "trtllm", "gpt-fast", "lmdeploy"]
 SCENARIOS = ["chat", "batch", "long-doc", "on-device"]
 
 # hostile scalars for any field of a file or a flag
@@ -224,7 +224,7 @@ def gen_argv(rng: random.Random, tmp: Path, command: str | None = None) -> list[
         if rng.random() < 0.25:
             a.append("--burst")
         if rng.random() < 0.15:
-            a += ["--runtime", _pick(rng, ["vllm", "sglang", "trtllm", "llamacpp", "tgi"])]
+            a += ["--runtime", _pick(rng, ["vllm", "sglang", "trtllm", "llamacpp", "tgi", "lmdeploy"])]
     elif cmd == "batching":
         a += ["-m", model(), "-H", hw()]
         if rng.random() < 0.6:
