@@ -57,7 +57,8 @@ def estimate_text(e: Estimate) -> str:
                f"{e.runtime}'s OpenAI server (HTTP, chat template, tokenizer, scheduler; measured)"]
               if p.server_ttft_ms is not None else []),
             *([f"  TTFT holds a decode step {_ms(p.first_token_step_ms):>9}   {e.runtime} samples the first token in a "
-               f"decode step after the prefill of {e.prompt - 1:,} prompt tokens"]
+               + (f"decode step after the prefill of {e.prompt - 1:,} prompt tokens" if e.prompt > 1 else
+                  "decode step (a 1-token prompt has nothing to prefill)")]
               if p.first_token_step_ms is not None else []),
             f"  TPOT (mean)             {_ms(d.latency_ms_per_token):>10}   "
             + (f"first {_ms(d.latency_ms_first)}, last {_ms(d.latency_ms_last)}, " if e.output > 1 else
