@@ -195,9 +195,10 @@ def steps_of_row(r: dict) -> tuple[list[tuple], float]:
 
 def _capacity_steps(kind: str, B: int, n: int, P: int, O: int, rounds: int, work_div: int, runtime: str | None):
     """Steps of a static-batch row where only n of the B threads run at once (closed_loop_waits): a request's service
-    S = prefill of n prompts + O - 1 decode steps of n sequences. TTFT = prefill + mean wait x S; TPOT = one decode
-    step of n at the mean context; throughput = B x rounds x O tokens in makespan x S, i.e. B x O per makespan /
-    rounds services."""
+    S = the steps to the first token of n prompts (first_token_steps: their prefill, or TurboMind's prefill of P - 1
+    and a decode step) + O - 1 decode steps of n sequences. TTFT = those first-token steps + mean wait x S; TPOT =
+    one decode step of n at the mean context; throughput = B x rounds x O tokens in makespan x S, i.e. B x O per
+    makespan / rounds services."""
     wait, makespan = closed_loop_waits(B, n, rounds)
     first = first_token_steps(n, P, runtime)
     service = list(first)
