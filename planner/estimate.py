@@ -19,7 +19,7 @@ from .catalog_index import by_identity
 from .efficiency import resolve_with_origin, unmeasured_dequant_warning
 from .errors import PlannerError
 from .hardware import Efficiency, HardwareSpec, load_hardware
-from .latency import decode_sum_s, point_latency_fast, stage_op_times
+from .latency import decode_sum_s, first_token_from_decode_s, point_latency_fast, stage_op_times
 from .memory import DEFAULT_SETTINGS, EngineSettings, check_engine, max_batch, max_context, plan_memory_fast
 from .model_files import resolve_weights
 from .ops import (MATMUL, decode_ops, expert_storage_format, kv_bytes_per_sequence, kv_bytes_per_token, kv_bytes_per_token_per_layer, prefill_ops, totals,
@@ -370,14 +370,15 @@ def _check_workload(batch: int, prompt: int, output: int):
             raise PlannerError(f"--{name}: must be an integer between 1 and {MAX_COUNT:,}, got {v!r}")
 
 
-def _mixed_input(m: ModelArch, fmt: WeightFormat, dev: DeviceModel) -> dict:
+def _mixed_input(fmt: WeightFormat, own: str | None, dev: DeviceModel) -> dict:
     """The RooflineReport fields naming the weights that run mixed-input weight-only kernels and their bandwidth
     share: every weight GEMM of a weight-only format the engine runs so (DeviceModel.weight_bandwidth_share), or the
     routed experts a checkpoint keeps in such a format under a wider one (gpt-oss's mxfp4 under bf16:
-    DeviceModel.mixed_input_share, roofline.op_format_share); share 1 and '' elsewhere."""
+    DeviceModel.mixed_input_share, roofline.op_format_share; own: ops.expert_storage_format); share 1 and ''
+    elsewhere."""
     if dev.weight_bandwidth_share < 1.0:
         return {"weight_bandwidth_share": dev.weight_bandwidth_share, "mixed_input_weights": f"{fmt.name} weight GEMMs"}
-    if own := expert_storage_format(m, fmt):
+    if own:
         share = op_format_share(own, dev.mixed_input_share)
         if share < 1.0:
             return {"weight_bandwidth_share": share, "mixed_input_weights": f"routed experts ({own})"}
@@ -527,11 +528,11 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     ttft_s = float(p_step) + comm_s(batch * prompt)
     first_step_s = None
     if prof is not None and first_token_from_decode(prof.id):  # prefill of prompt - 1 tokens, then a decode step
-        first_step_s = step_time_s(time_ops(split(decode_ops(m, fmt, kvd, batch, prompt - 1, flash_attention)), dev),
-                                   dev) + comm_s(batch)
-        ttft_s = first_step_s + (step_time_s(time_ops(split(prefill_ops(m, fmt, kvd, batch, prompt - 1, 0,
-                                                                         flash_attention)), dev), dev)
-                                 + comm_s(batch * (prompt - 1)) if prompt > 1 else 0.0)
+        ttft_s, first_step_s = first_token_from_decode_s(
+            lambda n: step_time_s(time_ops(split(prefill_ops(m, fmt, kvd, batch, n, 0, flash_attention)), dev), dev)
+            + comm_s(batch * n),
+            lambda past: step_time_s(time_ops(split(decode_ops(m, fmt, kvd, batch, past, flash_attention)), dev), dev)
+            + comm_s(batch), prompt)
     d_first = float(d_step) + comm_s(batch)
     d_sum, d_last = float(d_sum), float(d_last)
     tpot = d_sum / (output - 1) if output > 1 else d_first
@@ -576,12 +577,13 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
         kv_bytes_per_step=float(d_kvbytes), **d_iv).with_op_times(d_times)
     e2e_r = _out(EndToEndReport, latency_s=ok(e2e), ttft_ms=ok(ttft_s * 1e3), tpot_ms=ok(tpot * 1e3),
                            output_tokens_per_s_total=ok(batch * output / e2e), **e_iv)
+    expert_fmt = expert_storage_format(m, fmt)  # routed experts in a format of their own, or None
     roof = _out(RooflineReport, unit=dev.unit, dtypes=dev.dtypes, peak_tflops=dev.peak_tflops, bandwidth_gbs=dev.bandwidth_gbs,
                           ridge_flop_per_byte=dev.ridge_flop_per_byte,
                           effective_ridge_flop_per_byte=dev.eff_peak_flops[MATMUL] / dev.eff_bandwidth_bytes_s,
                           effective_bandwidth_gbs=dev.eff_bandwidth_bytes_s / 1e9, sm_count=dev.sm_count,
                           peak_note=matmul_peak_note(u, dev.dtypes[MATMUL], eff),
-                          **_mixed_input(m, fmt, dev))
+                          **_mixed_input(fmt, expert_fmt, dev))
     iv_report = None
     if pc is not None:
         regime = None if idd is None else next(k for k in (("decode", "throughput") if batch == 1 else
@@ -594,7 +596,7 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     b = m.param_breakdown()
     return _out(Estimate,
         model=m.name, hardware=spec.id, hardware_name=spec.name, weights=fmt.name,
-        weights_source=weights_source(m, fmt), expert_weights=expert_storage_format(m, fmt), kv_dtype=kvd, batch=batch,
+        weights_source=weights_source(m, fmt), expert_weights=expert_fmt, kv_dtype=kvd, batch=batch,
         prompt=prompt, output=output, flash_attention=flash_attention, tp=tp, params_b=b["total"] / 1e9,
         active_params_b=b["active"] / 1e9, memory=memory, kv_cache=kv, prefill=prefill, decode=decode,
         end_to_end=e2e_r, roofline=roof,

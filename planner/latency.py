@@ -31,6 +31,18 @@ def decode_step_time_s(m, fmt, kv_dtype, dev: DeviceModel, batch, past, flash_at
     return step_time_s(time_ops(decode_ops(m, fmt, kv_dtype, batch, past, flash_attention), dev), dev)
 
 
+def first_token_from_decode_s(prefill_s, decode_s, prompt):
+    """(time to first token, the decode step it holds) on an engine that samples the first token in a decode step
+    (runtimes.first_token_from_decode: TurboMind): the prefill of prompt - 1 tokens (none for a 1-token prompt) and
+    one decode step at context prompt - 1. prefill_s(tokens) and decode_s(past) time one step each (one device or a
+    tensor-parallel group, all-reduces included); prompt is a number or an array. Every command takes this one rule
+    (estimate, sweep, plan's screen; the simulator and predict.first_token_steps state it step by step)."""
+    step = decode_s(prompt - 1)
+    if np.ndim(prompt) == 0:
+        return (prefill_s(prompt - 1) if prompt > 1 else 0.0) + step, step
+    return np.where(prompt > 1, prefill_s(np.maximum(prompt - 1, 1)), 0.0) + step, step
+
+
 def sum_max_affine(x0, dx, y0, dy, k):
     """sum_{j=0}^{k-1} max(x0 + j dx, y0 + j dy), elementwise over arrays, k >= 0 integer-valued.
 

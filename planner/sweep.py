@@ -20,7 +20,7 @@ from .architecture import ModelArch, load_model
 from .efficiency import resolve_efficiency
 from .errors import PlannerError
 from .hardware import HardwareSpec, load_hardware
-from .latency import decode_closed_form, decode_step_time_s, prefill_time_s
+from .latency import decode_closed_form, decode_step_time_s, first_token_from_decode_s, prefill_time_s
 from .memory import need_bytes, runtime_overhead_bytes
 from .ops import ATTENTION, MATMUL, VECTOR
 from .quantization import kv_dtype as norm_kv, weight_format
@@ -216,8 +216,9 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
         if not pos.size:
             continue
         if first_decode:  # the first token from a decode step (runtimes.first_token_from_decode), as estimate()
-            pre = np.where(P > 1, prefill_time_s(m, fmt, kvd, sd, B, np.maximum(P - 1, 1), 0, flash_attention), 0.0)
-            ttft = chosen(pre + decode_step_time_s(m, fmt, kvd, sd, B, P - 1, flash_attention), pos)
+            ttft = chosen(first_token_from_decode_s(
+                lambda n: prefill_time_s(m, fmt, kvd, sd, B, n, 0, flash_attention),
+                lambda past: decode_step_time_s(m, fmt, kvd, sd, B, past, flash_attention), P)[0], pos)
         else:
             ttft = chosen(prefill_time_s(m, fmt, kvd, sd, B, P, 0, flash_attention), pos)
         dsum = decode_closed_form(m, fmt, kvd, sd, B, P, O, flash_attention).total(chosen.at(pos))

@@ -164,11 +164,8 @@ def _fit(df, d: Design, mask: np.ndarray, fp16_acc: bool, cls: str | None = None
     own = level == "engine"  # the SM cap and per-format fractions belong to one engine's build on one class
     # the formats whose kernels the rows run: each row's (its non-expert GEMMs': WeightFormat.kernel_name), and that
     # of its routed experts where they keep a format of their own (OpCost.weight_format)
-    row_fmts = np.array([weight_format(w).kernel_name for w in df.loc[mask, "weights"]], dtype=object)
-    own_rows = np.unique(sub.row[sub.own_wo])
-    if len(own_rows):
-        inst = {int(r): f for r, f in zip(sub.row[sub.own_wo], sub.fmt[sub.own_wo])}
-        row_fmts = np.concatenate([row_fmts, np.array([inst[int(r)] for r in own_rows], dtype=object)])
+    experts = {int(r): f for r, f in zip(sub.row[sub.own_wo], sub.fmt[sub.own_wo])}  # row -> its experts' format
+    row_fmts = [weight_format(w).kernel_name for w in df.loc[mask, "weights"]] + list(experts.values())
     params, _ = fit_design(sub, formats, df.loc[mask, "fp16_acc"].to_numpy(dtype=np.float64), sm_cap=own,
                            frac_formats=own_fraction_formats(row_fmts) if own else (),
                            sync_mma=df.loc[mask, "sync_mma"].to_numpy(dtype=np.float64),

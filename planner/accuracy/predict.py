@@ -143,7 +143,7 @@ def length_problem(r: dict) -> str | None:
 def first_token_steps(B: int, P: int, runtime: str | None = None) -> list[tuple]:
     """Steps (stage, batch, new_tokens, past, weight) until B prompts of P tokens have their first token: the prefill
     of B x P, or, on an engine that samples it in a decode step (runtimes.first_token_from_decode: TurboMind), the
-    prefill of B x (P - 1) and one decode step of B at context P - 1. Either way the O - 1 later tokens take O - 1
+    prefill of B x (P - 1) and one decode step of B at context P - 1 (latency.first_token_from_decode_s, as steps). Either way the O - 1 later tokens take O - 1
     decode steps at contexts P .. P + O - 2."""
     from ..runtimes import first_token_from_decode
     if P >= 1 and first_token_from_decode(runtime):

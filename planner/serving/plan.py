@@ -58,6 +58,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import PlannerError
+from ..latency import first_token_from_decode_s
+from ..runtimes import first_token_from_decode
 from .engine import STEP_TABLE_MAX_TOKENS, engine_requests, meets_slo
 from .parallelism import check_tp, node_for, tp_step_time_s
 from .scenarios import Scenario, get_scenario
@@ -291,8 +293,6 @@ class _Planner:
         budget, chunked_default = self._sched(spec)
         chunked = chunked or chunked_default
         policy = step_policy(self.sched_engine, chunked)
-        from ..runtimes import first_token_from_decode
-
         return EngineLimits(c.pool_tokens, seqs, budget, chunked, mixed_prefill=policy.mixed_prefill,
                             reserve_output=policy.reserve_output, request_path_s=self.request_path_s,
                             first_token_decode=first_token_from_decode(self.runtime))
@@ -341,10 +341,12 @@ class _Planner:
         # (elementwise, the same floats as two scalar calls)
         ttft0, prefill = (float(t) for t in tp_step_time_s(m, fmt, self.kvd, dev, "prefill", 1,
                                                             np.array([st.prompt_p95, st.prompt_mean]), 0, tp, link))
-        ttft0 += self.request_path_s  # the engine's HTTP request path is in every TTFT (summarize)
-        from ..runtimes import first_token_from_decode
         if first_token_from_decode(self.runtime):  # its first token comes out of a decode step (the simulator's rule)
-            ttft0 += float(tp_step_time_s(m, fmt, self.kvd, dev, "decode", 1, 1, st.prompt_p95 - 1, tp, link))
+            ttft0 = float(first_token_from_decode_s(
+                lambda n: tp_step_time_s(m, fmt, self.kvd, dev, "prefill", 1, n, 0, tp, link),
+                lambda past: tp_step_time_s(m, fmt, self.kvd, dev, "decode", 1, 1, past, tp, link),
+                st.prompt_p95)[0])
+        ttft0 += self.request_path_s  # the engine's HTTP request path is in every TTFT (summarize)
         ctx = st.prompt_mean + st.output_mean / 2
         b_max = max(1, min(self.sc.max_num_seqs, int(c.pool_tokens // (st.prompt_mean + st.output_mean))))
         bs = np.arange(1, b_max + 1, dtype=np.float64)
