@@ -385,6 +385,16 @@ def _mixed_input(fmt: WeightFormat, own: str | None, dev: DeviceModel) -> dict:
     return {"weight_bandwidth_share": 1.0, "mixed_input_weights": ""}
 
 
+
+def _host_weights_note(m, fmt, spec, engine: str) -> str:
+    """What of the weights llama.cpp leaves in host memory (planner.memory.llamacpp_host_weight_bytes), said beside
+    the device's weights; '' where nothing is."""
+    from .memory import llamacpp_host_weight_bytes
+
+    host = llamacpp_host_weight_bytes(m, fmt, spec) if engine == "llamacpp" else 0.0
+    return (f"; on the device: the input embedding ({host / GB:.2f} GB) stays in host memory, as llama.cpp keeps it"
+            if host > 0 else "")
+
 def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str | None = None, kv_dtype: str = "fp16",
              batch: int = 1, prompt: int = 512, output: int = 128, unit: str | None = None,
              efficiency: str | Efficiency = "auto", engine: str = "none", flash_attention: bool = True,
@@ -596,7 +606,7 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     b = m.param_breakdown()
     return _out(Estimate,
         model=m.name, hardware=spec.id, hardware_name=spec.name, weights=fmt.name,
-        weights_source=weights_source(m, fmt), expert_weights=expert_fmt, kv_dtype=kvd, batch=batch,
+        weights_source=weights_source(m, fmt) + _host_weights_note(m, fmt, spec, engine), expert_weights=expert_fmt, kv_dtype=kvd, batch=batch,
         prompt=prompt, output=output, flash_attention=flash_attention, tp=tp, params_b=b["total"] / 1e9,
         active_params_b=b["active"] / 1e9, memory=memory, kv_cache=kv, prefill=prefill, decode=decode,
         end_to_end=e2e_r, roofline=roof,

@@ -26,7 +26,7 @@ from .architecture import ModelArch
 from .catalog_index import by_identity
 from .errors import PlannerError
 from .lazy import np
-from .ops import kv_bytes_per_token_per_layer, state_bytes_per_sequence, weight_bytes
+from .ops import kv_bytes_per_token_per_layer, state_bytes_per_sequence, weight_bytes, weight_bytes_by_group
 from .quantization import WeightFormat, activation_bytes
 from .replay import Replayed, as_float, as_int
 from .scheduler_defaults import scheduler_defaults
@@ -47,6 +47,14 @@ TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9  # TensorRT-LLM KvCacheConfig.free_gpu_mem
 TRTLLM_MAX_NUM_TOKENS = 8192           # TensorRT-LLM max_num_tokens default (chunked context)
 SGLANG_MEM_FRACTION_STATIC = 0.88      # SGLang server_args mem_fraction_static typical default (80 GB class GPUs)
 LLAMACPP_N_UBATCH = 512                # llama.cpp n_ubatch default: the compute buffer holds one ubatch
+LLAMACPP_N_BATCH = 2048                # llama.cpp n_batch default; a causal model's is min(n_ctx, n_batch)
+# What a llama.cpp process holds on a discrete GPU besides its model, KV and compute buffers: the CUDA context (it
+# has no PyTorch allocator slack, no cuBLAS/cuDNN workspaces of the serving stacks, no CUDA-graph pool: its graphs
+# replay the ggml compute buffer). 0.47 GB: a llama-server log on 4 x RTX 3090 (JunweiLiang/MLLMs
+# note_running_deepseek.md @ d065906f) prints "using device CUDA0 (NVIDIA GeForce RTX 3090) - 23982 MiB free" when
+# loading the model, of a CUDA total of 25.62e9 B = 24,433 MiB (hardware_specs/rtx-3090.yaml): 451 MiB; vLLM 0.11 on
+# an H100 logs a CUDA context of about 0.5 GiB (hardware_specs/defaults/efficiency.yaml)
+LLAMACPP_GPU_CONTEXT_BYTES = 0.47e9
 # llama.cpp keeps a sliding-window (iSWA) cache only for the architectures it implements with one (llama-model.cpp
 # sets hparams.swa_type for Gemma 2/3, Cohere2, gpt-oss, Llama 4); Mistral 7B v0.1 runs as plain llama: full cache.
 LLAMACPP_SWA_FAMILIES = frozenset({"gemma2", "gemma3", "gemma3_text", "cohere2", "gpt_oss", "llama4"})
@@ -158,7 +166,7 @@ def activation_bytes_peak(m: ModelArch, fmt: WeightFormat, batch, prompt, past=0
 # ---------------------------------------------------------------- runtime overhead
 
 def runtime_overhead_bytes(spec, m: ModelArch | None = None, fmt: WeightFormat | None = None, tp: int = 1,
-                           cuda_graphs: bool | None = None, draft_kv_bytes: float = 0.0) -> float:
+                           cuda_graphs: bool | None = None, draft_kv_bytes: float = 0.0, engine: str = "none") -> float:
     """Memory the runtime holds per device besides weights, KV cache and activations:
 
       context   CUDA context + cuBLAS/cuDNN workspaces + allocator slack, per device kind
@@ -170,7 +178,13 @@ def runtime_overhead_bytes(spec, m: ModelArch | None = None, fmt: WeightFormat |
                 forward_bytes_peak(512 tokens) (vLLM cudagraph_capture_sizes <= 512; the LM head and sampler run
                 outside the graphs)
       + draft   the draft model's KV cache under speculative decoding (draft_kv_bytes, given by the caller)
+    llama.cpp (engine 'llamacpp') on a discrete GPU holds its CUDA context only (LLAMACPP_GPU_CONTEXT_BYTES): its
+    compute buffer is counted as activations (llamacpp_compute_buffer_bytes) and its CUDA graphs replay that buffer;
+    elsewhere (unified memory, CPU) the kind's base.
     """
+    if engine == "llamacpp":
+        base = LLAMACPP_GPU_CONTEXT_BYTES if spec.kind == "gpu" else _efficiency_overhead_gb(spec.kind) * 1e9
+        return base + float(draft_kv_bytes)
     base = _efficiency_overhead_gb(spec.kind) * 1e9
     nccl = NCCL_BYTES_PER_GPU if tp > 1 else 0.0
     if cuda_graphs is None:
@@ -187,6 +201,34 @@ def _graph_pool_bytes(m: ModelArch, fmt: WeightFormat, tp: int) -> float:
 def _efficiency_overhead_gb(kind: str) -> float:
     from .hardware import efficiency_defaults
     return efficiency_defaults().runtime_overhead_gb[kind]
+
+
+# ---------------------------------------------------------------- llama.cpp's device buffers
+
+def llamacpp_host_weight_bytes(m: ModelArch, fmt: WeightFormat, spec) -> float:
+    """Weight bytes llama.cpp keeps in host memory with every layer offloaded to a discrete GPU: the input token
+    embedding (src/llama-model.cpp load_tensors: "there is very little benefit to offloading the input layer, so
+    always keep it on the CPU"; the log's CPU_Mapped model buffer, e.g. 586.82 MiB = 201,088 x 2,880 x 8.5 bits for
+    gpt-oss-20b MXFP4, 417.66 MiB = 152,064 x 5,120 x 4.5 bits for a Qwen2-32B Q4_K_M). A model with tied embeddings
+    loads the same table again as its output head on the device (TENSOR_DUPLICATED), so nothing of it leaves the
+    device; on unified memory (a system-on-chip, a CPU) the host memory is the device memory: 0 there."""
+    if spec.kind != "gpu" or m.tie_word_embeddings:
+        return 0.0
+    return float(weight_bytes_by_group(m, fmt)["embedding"])
+
+
+def llamacpp_compute_buffer_bytes(m: ModelArch, fmt: WeightFormat, n_ctx, n_ubatch: int, flash_attention=True,
+                                  tp: int = 1):
+    """llama.cpp's compute buffer: the graph it reserves at context creation, one ubatch of T = min(n_ubatch,
+    n_batch) tokens with n_batch = min(n_ctx, LLAMACPP_N_BATCH) (llama_context: a causal model's batch is capped at
+    n_ctx), every one of them an output ("graph_reserve: reserving a graph for ubatch with n_tokens = 512, n_seqs = 1,
+    n_outputs = 512"): forward_bytes_peak(T tokens against n_ctx keys) + T x V x 4 fp32 logits. Qwen3-1.7B at n_ctx
+    4,096: 512 x 151,936 x 4 = 296.8 MiB of logits of the 300.75 MiB 'CUDA0 compute buffer size' its log prints."""
+    if _scalar(n_ctx):
+        T = float(min(n_ubatch, as_float(n_ctx), LLAMACPP_N_BATCH))
+    else:
+        T = np.minimum(np.minimum(np.asarray(n_ctx, dtype=np.float64), LLAMACPP_N_BATCH), n_ubatch)
+    return forward_bytes_peak(m, fmt, T, n_ctx, 0, flash_attention, tp) + logits_bytes(m, T)
 
 
 # ---------------------------------------------------------------- KV cache per engine
@@ -395,7 +437,11 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
     capped = window_capped(engine, m, s.vllm_version)
     per_seq = as_float(kv_seq_bytes(m, kv_dtype, ctx, capped)) / (kv_ways * pp)
     chunk = engine_chunk_tokens(engine, s)
-    act = as_float(activation_bytes_peak(m, fmt, batch, prompt, 0, flash_attention, tp, chunk))
+    if engine == "llamacpp":  # the input embedding stays on the host; the compute buffer is reserved for n_ctx
+        W = (_weights(m, fmt) - llamacpp_host_weight_bytes(m, fmt, spec)) / (tp * pp)
+        act = as_float(llamacpp_compute_buffer_bytes(m, fmt, batch * ctx, chunk, flash_attention, tp))
+    else:
+        act = as_float(activation_bytes_peak(m, fmt, batch, prompt, 0, flash_attention, tp, chunk))
     graphs = s.cuda_graphs and spec.kind == "gpu"
     if engine == "vllm":
         util = s.gpu_memory_utilization or VLLM_GPU_MEMORY_UTILIZATION
@@ -429,7 +475,7 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
         refusal = f"context {ctx:g} > max_model_len {max_len}" if ctx > max_len else ""
         return MemoryBreakdown(W, kv_need, prof, ovh, cap, budget, engine, f"= {util:g} x {cap / 1e9:.2f} GB",
                                pool, conc, blocks, rule, refusal=refusal)
-    ovh = runtime_overhead_bytes(spec, m, fmt, tp, graphs, draft_kv_bytes)
+    ovh = runtime_overhead_bytes(spec, m, fmt, tp, graphs, draft_kv_bytes, engine)
     kv = batch * per_seq
     if engine == "trtllm":
         f = s.gpu_memory_utilization or TRTLLM_FREE_GPU_MEMORY_FRACTION

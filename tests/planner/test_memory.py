@@ -14,8 +14,9 @@ from planner import estimate
 from planner.architecture import from_hf_config, load_model
 from planner.errors import PlannerError
 from planner.hardware import load_hardware
-from planner.memory import (EngineSettings, activation_bytes_peak, max_batch, max_context, plan_memory,
-                            runtime_overhead_bytes, window_capped)
+from planner.memory import (EngineSettings, activation_bytes_peak, llamacpp_compute_buffer_bytes,
+                            llamacpp_host_weight_bytes, max_batch, max_context, plan_memory, runtime_overhead_bytes,
+                            window_capped)
 from planner.ops import kv_bytes_per_token, weight_bytes
 from planner.quantization import weight_format
 from planner.serving.parallelism import kv_split
@@ -209,8 +210,53 @@ def test_trtllm_sglang_llamacpp_rules():
     assert t5.kv_pool_bytes == pytest.approx(0.5 * (cap - W_7B - act - ovh))
     ll = plan_memory(m, f, "fp16", 4, 1000, 24, spec, "llamacpp")
     assert ll.kv_pool_bytes == 4 * 1024 * KV_TOK_7B and ll.fits
-    # llama.cpp's compute buffer holds one n_ubatch of 512 tokens: 4 x 1000 prompt tokens run 512 at a time
-    assert ll.activations_bytes == pytest.approx(512 * (2 * 4096 + 3 * 11008) * 2 + 4 * 32000 * 4)
+    # llama.cpp's compute buffer is reserved for one n_ubatch of 512 tokens, each of them an output: activations of
+    # 512 tokens + 512 fp32 logits rows (not 4: the reserved graph has n_outputs = n_ubatch)
+    assert ll.activations_bytes == pytest.approx(512 * (2 * 4096 + 3 * 11008) * 2 + 512 * 32000 * 4)
+    # its overhead is the CUDA context alone (no PyTorch allocator, workspaces or graph pool): 0.47 GB, and the
+    # untied input embedding (32,000 x 4,096 fp16 = 262 MB) stays in host memory
+    assert ll.overhead_bytes == pytest.approx(0.47e9)
+    assert ll.weights_bytes == pytest.approx(W_7B - 32000 * 4096 * 2)
+
+
+def test_llamacpp_device_buffers_match_its_logs():
+    # gpt-oss-20b MXFP4 (llama.cpp's log, full offload to one GPU): "ROCm0 model buffer size = 10949.38 MiB",
+    # "CPU_Mapped model buffer size = 586.82 MiB" = the token embedding, 201,088 x 2,880 at q8_0's 8.5 bits
+    m, f = load_model("gpt-oss-20b"), weight_format("mxfp4_moe")
+    card = load_hardware("rtx-3080-ti")
+    assert llamacpp_host_weight_bytes(m, f, card) == pytest.approx(201088 * 2880 * 8.5 / 8)
+    assert llamacpp_host_weight_bytes(m, f, card) / 2**20 == pytest.approx(586.82, rel=1e-3)
+    mb = plan_memory(m, f, "fp16", 1, 512, 128, card, "llamacpp")
+    assert mb.weights_bytes / 2**20 == pytest.approx(10949.38, rel=0.01)
+    # llama.cpp PR #15451 ran it on a 12 GB RTX 3080 Ti (llama-bench pp512 / tg128): it fits
+    assert mb.fits
+    # logits of 512 outputs x 201,088 vocab x 4 B = 411.8 MB dominate the compute buffer
+    assert mb.activations_bytes >= 512 * 201088 * 4
+    # unified memory keeps the embedding in the same memory; a tied model loads it again as the output head
+    assert llamacpp_host_weight_bytes(m, f, load_hardware("apple-m2-max")) == 0.0
+    assert llamacpp_host_weight_bytes(load_model("gemma-2-9b"), weight_format("q4_0"), card) == 0.0
+
+
+def test_llamacpp_compute_buffer_matches_its_log():
+    # node-llama-cpp issue #560 (llama.cpp log, Qwen3-1.7B Q4_K_M, --contextSize 4096, flash attention): "graph_reserve:
+    # reserving a graph for ubatch with n_tokens = 512, n_seqs = 1, n_outputs = 512", "CUDA0 compute buffer size =
+    # 300.75 MiB"; 512 x 151,936 x 4 B of logits = 296.75 MiB of it
+    m = load_model("qwen3-1.7b")
+    buf = llamacpp_compute_buffer_bytes(m, weight_format("q4_k_m"), 4096, 512)
+    assert buf / 2**20 == pytest.approx(300.75, rel=0.08)
+    # a context shorter than the ubatch caps the batch (n_batch = min(n_ctx, n_batch)): 100 tokens, 100 outputs
+    assert llamacpp_compute_buffer_bytes(m, weight_format("q4_k_m"), 100, 512) < 100 * 151936 * 4 * 1.2
+
+
+def test_llamacpp_single_rtx3090_qwen32b_q4km_matches_the_log():
+    # JunweiLiang/MLLMs note_running_deepseek.md @ d065906f: DeepSeek-R1-Distill-Qwen-32B Q4_K_M (18.48 GiB file),
+    # llama-server --ctx-size 8192 on one RTX 3090 (--split-mode none): "21 GB" in use (nvidia-smi, GiB). By hand:
+    # 18.48 GiB - 417.66 MiB host embedding = 19.41 GB; KV 8,192 x 64 layers x 2 x 8 x 128 x 2 B = 2.15 GB; compute
+    # buffer ~0.33 GB (512 x 152,064 x 4 logits + a 512-token layer); CUDA context 0.47 GB: 22.36 GB = 20.8 GiB
+    m = load_model("qwen2.5-32b")
+    f = weight_format("q4_k_m")
+    mb = plan_memory(m, f, "fp16", 1, 8192 - 128, 128, load_hardware("rtx-3090"), "llamacpp")
+    assert mb.fits and mb.total_bytes / 2**30 == pytest.approx(21.0, abs=0.6)
 
 
 def test_unified_memory_usable_fraction():
