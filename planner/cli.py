@@ -96,7 +96,8 @@ def add_engine_memory_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--vllm-version", default=None, choices=["v0.2", "v0", "v1"],
                    help="vLLM memory profiling: v0.2 (<= 0.2.4, torch peak only), v0 (0.2.5-0.6), v1 (0.7+, default)")
     g.add_argument("--gpu-memory-utilization", type=utilization, default=None, help="the engine's memory fraction: vLLM gpu_memory_utilization (0.9), SGLang "
-                   "mem_fraction_static (0.88), TensorRT-LLM free_gpu_memory_fraction (0.9)")
+                   "mem_fraction_static (by device memory and TP: 0.834 on an H100 at TP1), TensorRT-LLM "
+                   "free_gpu_memory_fraction (0.9)")
     g.add_argument("--max-model-len", type=positive_int, default=None, help="vLLM max_model_len (model maximum)")
     g.add_argument("--max-num-batched-tokens", type=positive_int, default=None,
                    help=f"tokens per step = the prefill chunk ({TOKENS_HELP}; llama.cpp n_ubatch 512)")

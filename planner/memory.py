@@ -29,7 +29,7 @@ from .lazy import np
 from .ops import kv_bytes_per_token_per_layer, state_bytes_per_sequence, weight_bytes, weight_bytes_by_group
 from .quantization import WeightFormat, activation_bytes
 from .replay import Replayed, as_float, as_int
-from .scheduler_defaults import scheduler_defaults
+from .scheduler_defaults import scheduler_defaults, sglang_mem_fraction_static
 
 ENGINES = ("none", "vllm", "trtllm", "sglang", "llamacpp")
 VLLM_VERSIONS = ("v0.2", "v0", "v1")
@@ -45,7 +45,6 @@ VLLM_SAMPLER_FP32_COPIES = 3           # V0 Sampler: logits.float(), softmax pro
 VLLM_V1_SAMPLER_FP32_COPIES = 1
 TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9  # TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction default
 TRTLLM_MAX_NUM_TOKENS = 8192           # TensorRT-LLM max_num_tokens default (chunked context)
-SGLANG_MEM_FRACTION_STATIC = 0.88      # SGLang server_args mem_fraction_static typical default (80 GB class GPUs)
 LLAMACPP_N_UBATCH = 512                # llama.cpp n_ubatch default: the compute buffer holds one ubatch
 LLAMACPP_N_BATCH = 2048                # llama.cpp n_batch default; a causal model's is min(n_ctx, n_batch)
 # What a llama.cpp process holds on a discrete GPU besides its model, KV and compute buffers: the CUDA context (it
@@ -281,7 +280,8 @@ class EngineSettings:
     """Engine arguments that change memory (vLLM's names); None = the engine's default.
 
     gpu_memory_utilization: the engine's memory fraction: vLLM gpu_memory_utilization (0.9), SGLang
-    mem_fraction_static (0.88), TensorRT-LLM free_gpu_memory_fraction (0.9).
+    mem_fraction_static (its default by device memory and TP: scheduler_defaults.sglang_mem_fraction_static, 0.834 on
+    an H100 at TP1), TensorRT-LLM free_gpu_memory_fraction (0.9).
     vllm_version: 'v0.2' (<= 0.2.4: the profiled peak is torch.cuda.max_memory_allocated(), non-torch memory not
     counted; fixed by PR #2031), 'v0' (0.2.5-0.6 V0 engine: peak = total - free after profiling, so non-torch memory
     counts; no chunked prefill: profiling runs max(max_model_len, 2048) tokens as max_num_seqs sequences), 'v1'
@@ -485,8 +485,8 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
                                f"(weights + activations + overhead + {f:g} x free)", pool,
                                pool / per_seq if per_seq else math.inf, None,
                                f"TensorRT-LLM: free_gpu_memory_fraction={f:g}, max_num_tokens={chunk}")
-    if engine == "sglang":
-        f = s.gpu_memory_utilization or SGLANG_MEM_FRACTION_STATIC
+    if engine == "sglang":  # its default fraction depends on the device and the parallel group (v0.5.3+)
+        f = s.gpu_memory_utilization or sglang_mem_fraction_static(spec, tp, pp)
         static = cap * f
         pool = max(0.0, static - W - ovh)
         return MemoryBreakdown(W, kv, act, ovh, cap, static + act, engine,

@@ -10,9 +10,16 @@ visible_or_marketed_gb, what the runtime reports as total device memory):
           device with >= 70 GiB of memory whose name does not contain "a100" ("For GPUs like H100 and MI300x"; A100
           excluded after PR #17885 measured lower throughput there) max_num_batched_tokens = 8192 and max_num_seqs =
           1024, else 2048 and 256; max_num_seqs is at most max_num_batched_tokens.
-  sglang  python/sglang/srt/server_args.py ServerArgs.__post_init__: chunked_prefill_size from the GPU memory in MiB:
-          < 35 x 1024 -> 2048, < 160 x 1024 -> 8192 (H100, H200, A100), else 16384 (B200, MI300X); chunked prefill
-          is on (a size of -1 turns it off). Its running-request limit follows the KV pool (model_runner: max_num_reqs
+  sglang  python/sglang/srt/server_args.py ServerArgs._handle_gpu_memory_settings (PR #10975, 2025-09-27; v0.5.3 and
+          later): from the GPU memory in MiB, chunked_prefill_size and cuda_graph_max_bs: < 20 x 1024 -> 2048 / 8
+          (T4, 4080); < 35 x 1024 -> 2048 / 24, 80 at TP >= 4 (A10, 4090, 5090); < 60 x 1024 -> 4096 / 32, 160 at
+          TP >= 4 (A100 40GB, L40); < 160 x 1024 -> 8192 / 256, 512 at TP >= 4 (A100 80GB, H100, H20, H200); else
+          16384 / 512 (B200, MI300X); chunked prefill is on (a size of -1 turns it off). Then mem_fraction_static
+          (the weights + KV pool's share of the device) = round((gpu_mem - reserved) / gpu_mem, 3) with reserved
+          (MiB) = 512 + 1.5 max(chunk, 2048) (prefill activations) + 2 cuda_graph_max_bs (graph buffers) + 1024 TP x
+          PP / 8, at least 10,240 on a device above 60 x 1024 MiB (sglang_mem_fraction_static; an H100 at TP1: 0.834,
+          where the v0.3-0.4 rule, 0.88 at TP1 falling to 0.81 at TP8, gave more). Its running-request limit follows
+          the KV pool (model_runner: max_num_reqs
           = min(max(pool / context_len x 512, 2048), 4096), then at most pool / 2): max_num_seqs is that rule's floor,
           2,048, below which it never goes for a pool of 4,096 tokens or more; the pool binds first for any request
           longer than pool / 2,048 tokens.
@@ -42,8 +49,18 @@ from .units import GB, GIB, MIB
 VLLM_LARGE_DEVICE_BYTES = 70 * GIB   # get_batch_defaults: device_memory >= 70 * GiB_bytes
 VLLM_LARGE = (8192, 1024)            # (max_num_batched_tokens, max_num_seqs) there
 VLLM_SMALL = (2048, 256)             # and below it, or on an A100
-SGLANG_TIERS_MIB = ((35 * 1024, 2048), (160 * 1024, 8192))  # gpu_mem < bound -> chunked_prefill_size
-SGLANG_LARGEST_CHUNK = 16384
+# gpu_mem < bound (MiB) -> (chunked_prefill_size, cuda_graph_max_bs below TP 4, at TP >= 4); above the last bound:
+# SGLANG_LARGEST = (16384, 512, 512)
+SGLANG_TIERS_MIB = ((20 * 1024, (2048, 8, 8)), (35 * 1024, (2048, 24, 80)), (60 * 1024, (4096, 32, 160)),
+                    (160 * 1024, (8192, 256, 512)))
+SGLANG_LARGEST = (16384, 512, 512)
+SGLANG_LARGEST_CHUNK = SGLANG_LARGEST[0]
+SGLANG_RESERVED_BASE_MIB = 512          # reserved_mem: constant metadata (attention backends)
+SGLANG_RESERVED_PER_CHUNK_TOKEN_MIB = 1.5  # x max(chunked_prefill_size, 2048): prefill activations
+SGLANG_RESERVED_PER_GRAPH_BS_MIB = 2    # x cuda_graph_max_bs: CUDA-graph buffers
+SGLANG_RESERVED_PER_RANK_MIB = 1024 / 8  # x TP x PP
+SGLANG_RESERVED_FLOOR_MIB = 10 * 1024   # on a device with more than SGLANG_FLOOR_ABOVE_MIB
+SGLANG_FLOOR_ABOVE_MIB = 60 * 1024
 SGLANG_MIN_RUNNING = 2048            # model_runner max_num_reqs floor: min(max(pool / context_len x 512, 2048), 4096)
 TRTLLM = (8192, 2048)                # llm_args: (max_num_tokens, max_batch_size)
 SCHEDULER_ENGINES = ("vllm", "sglang", "trtllm")  # engines whose own scheduler defaults this module knows
@@ -77,10 +94,28 @@ def vllm_defaults(spec) -> SchedulerDefaults:
     return SchedulerDefaults(min(seqs, tokens), tokens, True, f"vLLM V1 serve defaults, {tier}")
 
 
+def _sglang_tier(spec) -> tuple[float, tuple[int, int, int]]:
+    """(GPU memory in MiB, (chunked_prefill_size, cuda_graph_max_bs below TP 4, at TP >= 4)) on this device."""
+    mib = device_memory_bytes(spec) / MIB
+    return mib, next((tier for bound, tier in SGLANG_TIERS_MIB if mib < bound), SGLANG_LARGEST)
+
+
+def sglang_mem_fraction_static(spec, tp: int = 1, pp: int = 1) -> float:
+    """SGLang's default mem_fraction_static on this device (module docstring, v0.5.3+):
+    round((M - R) / M, 3), M = GPU memory in MiB, R = 512 + 1.5 max(chunk, 2048) + 2 cuda_graph_max_bs + 128 TP x PP,
+    R >= 10,240 where M > 61,440. H100 SXM (M = 81,062) at TP1: R = 512 + 12,288 + 512 + 128 = 13,440 -> 0.834."""
+    mib, (chunk, graphs_small_tp, graphs_large_tp) = _sglang_tier(spec)
+    graphs = graphs_small_tp if tp < 4 else graphs_large_tp
+    reserved = (SGLANG_RESERVED_BASE_MIB + SGLANG_RESERVED_PER_CHUNK_TOKEN_MIB * max(chunk, 2048)
+                + SGLANG_RESERVED_PER_GRAPH_BS_MIB * graphs + SGLANG_RESERVED_PER_RANK_MIB * tp * pp)
+    if mib > SGLANG_FLOOR_ABOVE_MIB:
+        reserved = max(reserved, SGLANG_RESERVED_FLOOR_MIB)
+    return round(max(mib - reserved, 0.0) / mib, 3)
+
+
 def sglang_defaults(spec) -> SchedulerDefaults:
     """SGLang server defaults on this device (module docstring)."""
-    mib = device_memory_bytes(spec) / MIB
-    chunk = next((size for bound, size in SGLANG_TIERS_MIB if mib < bound), SGLANG_LARGEST_CHUNK)
+    mib, (chunk, _, _) = _sglang_tier(spec)
     return SchedulerDefaults(SGLANG_MIN_RUNNING, chunk, True,
                              f"SGLang server defaults: chunked_prefill_size {chunk} at {mib / 1024:,.0f} GiB, "
                              f"max_running_requests {SGLANG_MIN_RUNNING:,} (its KV-pool rule's floor)")
@@ -117,7 +152,7 @@ def step_policy(engine: str | None, chunked_prefill: bool) -> StepPolicy:
 SEQS_HELP = (f"vLLM V1 serve: {VLLM_LARGE[1]} on >= 70 GiB devices other than A100, else {VLLM_SMALL[1]}; SGLang "
              f"{SGLANG_MIN_RUNNING}; TensorRT-LLM {TRTLLM[1]}; otherwise {PLANNER_DEFAULTS.max_num_seqs}")
 TOKENS_HELP = (f"vLLM V1 serve: {VLLM_LARGE[0]} on >= 70 GiB devices other than A100, else {VLLM_SMALL[0]}; SGLang "
-               f"chunked_prefill_size {'/'.join(str(s) for _, s in SGLANG_TIERS_MIB)}/{SGLANG_LARGEST_CHUNK} by "
+               f"chunked_prefill_size {'/'.join(str(t[0]) for _, t in SGLANG_TIERS_MIB)}/{SGLANG_LARGEST_CHUNK} by "
                f"device memory; TensorRT-LLM max_num_tokens {TRTLLM[0]}")
 
 

@@ -201,8 +201,13 @@ def test_trtllm_sglang_llamacpp_rules():
     act = 1000 * (2 * 4096 + 3 * 11008) * 2 + 32000 * 4
     assert t.kv_pool_bytes == pytest.approx(0.9 * (cap - W_7B - act - ovh))
     s = plan_memory(m, f, "fp16", 1, 1000, 24, spec, "sglang")
-    assert s.kv_pool_bytes == pytest.approx(0.88 * cap - W_7B - ovh)
-    assert s.max_concurrency == pytest.approx((0.88 * cap - W_7B - ovh) / (1024 * KV_TOK_7B))
+    # SGLang v0.5.3+ default mem_fraction_static on an A100 80GB (CUDA total 84.99e9 B = 81,053 MiB, the 8,192-token
+    # chunk and 256 CUDA-graph batches of its 60-160 GiB tier): reserved = 512 + 1.5 x 8192 + 2 x 256 + 1024 / 8 =
+    # 13,440 MiB, (81,053 - 13,440) / 81,053 = 0.834
+    f_sg = round((84.99e9 / 2**20 - 13440) / (84.99e9 / 2**20), 3)
+    assert f_sg == 0.834
+    assert s.kv_pool_bytes == pytest.approx(f_sg * cap - W_7B - ovh)
+    assert s.max_concurrency == pytest.approx((f_sg * cap - W_7B - ovh) / (1024 * KV_TOK_7B))
     # the engine's own fraction comes through the same setting
     s7 = plan_memory(m, f, "fp16", 1, 1000, 24, spec, "sglang", EngineSettings(gpu_memory_utilization=0.7))
     assert s7.kv_pool_bytes == pytest.approx(0.7 * cap - W_7B - ovh)

@@ -17,7 +17,7 @@ import pytest
 from planner.cli import main
 from planner.hardware import load_hardware
 from planner.scheduler_defaults import (PLANNER_DEFAULTS, resolve_scheduler, scheduler_defaults, scheduler_engine,
-                                        step_policy)
+                                        sglang_mem_fraction_static, step_policy)
 from planner.serving import make_config
 
 
@@ -37,8 +37,10 @@ def test_vllm_v1_serve_defaults_by_device(hw, gib, tokens, seqs):
 
 
 @pytest.mark.parametrize("hw, chunk", [
+    ("t4", 2048),         # 15,097 MiB < 20 x 1024
     ("rtx-4090", 2048),   # 24,214 MiB < 35 x 1024
-    ("l40s", 8192),       # 45,414 MiB
+    ("l40s", 4096),       # 45,414 MiB < 60 x 1024 (PR #10975's "A100 (40GB), L40" tier)
+    ("a100-40gb-sxm", 4096),
     ("h100-sxm", 8192),   # 81,062 MiB
     ("h200-sxm", 8192),   # 142,908 MiB < 160 x 1024 = 163,840
     ("b200", 16384),      # 182,257 MiB
@@ -48,6 +50,18 @@ def test_sglang_chunked_prefill_size_by_device_memory(hw, chunk):
     d = scheduler_defaults("sglang", load_hardware(hw))
     assert d.max_num_batched_tokens == chunk and d.chunked_prefill
     assert d.max_num_seqs == 2048   # the floor of max(pool / context_len x 512, 2048); <= every chunk size
+
+
+@pytest.mark.parametrize("hw, tp, fraction", [
+    # round((M - R) / M, 3), M = CUDA total in MiB, R = 512 + 1.5 x max(chunk, 2048) + 2 x cuda_graph_max_bs + 128 x TP
+    ("h100-sxm", 1, 0.834),   # M 81,062: R = 512 + 12,288 + 512 + 128 = 13,440 (above the 10,240 floor)
+    ("h100-sxm", 8, 0.817),   # TP >= 4: 512 CUDA-graph batches; R = 512 + 12,288 + 1,024 + 1,024 = 14,848
+    ("rtx-4090", 1, 0.845),   # M 24,214: R = 512 + 3,072 + 48 + 128 = 3,760
+    ("l40s", 1, 0.849),       # M 45,414 (no floor below 60 GiB): R = 512 + 6,144 + 64 + 128 = 6,848
+    ("b200", 8, 0.851),       # M 182,257: R = 512 + 24,576 + 1,024 + 1,024 = 27,136
+])
+def test_sglang_mem_fraction_static_by_device_and_tp(hw, tp, fraction):
+    assert sglang_mem_fraction_static(load_hardware(hw), tp) == fraction
 
 
 def test_other_engines_and_given_flags():
