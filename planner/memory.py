@@ -498,7 +498,9 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
         return MemoryBreakdown(W, kv, act, ovh, cap, None, engine, "usable", kv,
                                batch if W + kv + act + ovh <= cap else 0.0, None,
                                f"llama.cpp: n_ctx={batch * ctx} (batch x context) allocated up front, "
-                               f"n_ubatch={chunk}, sliding-window cache {'on' if capped else 'off'}")
+                               f"n_ubatch={chunk}, sliding-window cache {'on' if capped else 'off'}; activations = "
+                               f"its compute buffer (one ubatch, every token an output: fp32 logits), overhead = "
+                               + ("the CUDA context" if spec.kind == "gpu" else "the runtime's"))
     free = max(0.0, cap - W - act - ovh)
     return MemoryBreakdown(W, kv, act, ovh, cap, None, engine, "usable", kv,
                            free / per_seq if per_seq else math.inf, None,
