@@ -65,7 +65,7 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt", "-p", type=positive_int, default=512, help="prompt tokens per sequence")
     p.add_argument("--output", "-o", type=positive_int, default=128, help="output tokens per sequence")
     p.add_argument("--unit", default=None, help="compute unit of a system-on-chip (cpu, gpu, npu); default fastest")
-    p.add_argument("--engine", default="none", help="KV sizing rules: none, vllm, trtllm, sglang, llamacpp")
+    p.add_argument("--engine", default="none", help="KV sizing rules: none, vllm, trtllm, sglang, llamacpp, lmdeploy")
     p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree inside one node (default 1)")
     p.add_argument("--no-flash-attention", action="store_true", help="materialize the attention score matrix")
     p.add_argument("--runtime", default=None, help=f"engine profile ({RUNTIME_IDS}): fitted efficiency and p10-p90 "
@@ -97,7 +97,7 @@ def add_engine_memory_args(p: argparse.ArgumentParser) -> None:
                    help="vLLM memory profiling: v0.2 (<= 0.2.4, torch peak only), v0 (0.2.5-0.6), v1 (0.7+, default)")
     g.add_argument("--gpu-memory-utilization", type=utilization, default=None, help="the engine's memory fraction: vLLM gpu_memory_utilization (0.9), SGLang "
                    "mem_fraction_static (by device memory and TP: 0.834 on an H100 at TP1), TensorRT-LLM "
-                   "free_gpu_memory_fraction (0.9)")
+                   "free_gpu_memory_fraction (0.9), LMDeploy cache_max_entry_count (0.8 of the free memory)")
     g.add_argument("--max-model-len", type=positive_int, default=None, help="vLLM max_model_len (model maximum)")
     g.add_argument("--max-num-batched-tokens", type=positive_int, default=None,
                    help=f"tokens per step = the prefill chunk ({TOKENS_HELP}; llama.cpp n_ubatch 512)")

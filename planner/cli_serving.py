@@ -127,7 +127,7 @@ def _runtime_args(p) -> None:
     """--runtime and --engine, with the meaning they have in `planner estimate`."""
     p.add_argument("--runtime", default=None, help="serving runtime profile (hardware_specs/runtimes/): its fitted "
                    "efficiency drives the step model and its p10-p90 interval the ranges, as in `planner estimate`")
-    p.add_argument("--engine", default="none", help="KV sizing rules: none, vllm, trtllm, sglang, llamacpp")
+    p.add_argument("--engine", default="none", help="KV sizing rules: none, vllm, trtllm, sglang, llamacpp, lmdeploy")
 
 
 def _profile_arg(p) -> None:

@@ -29,9 +29,9 @@ from .lazy import np
 from .ops import kv_bytes_per_token_per_layer, state_bytes_per_sequence, weight_bytes, weight_bytes_by_group
 from .quantization import WeightFormat, activation_bytes
 from .replay import Replayed, as_float, as_int
-from .scheduler_defaults import scheduler_defaults, sglang_mem_fraction_static
+from .scheduler_defaults import LMDEPLOY_PREFILL_TOKENS, scheduler_defaults, sglang_mem_fraction_static
 
-ENGINES = ("none", "vllm", "trtllm", "sglang", "llamacpp")
+ENGINES = ("none", "vllm", "trtllm", "sglang", "llamacpp", "lmdeploy")
 VLLM_VERSIONS = ("v0.2", "v0", "v1")
 
 # Engine defaults, from each engine's documentation / source
@@ -46,6 +46,11 @@ VLLM_V1_SAMPLER_FP32_COPIES = 1
 TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9  # TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction default
 TRTLLM_MAX_NUM_TOKENS = 8192           # TensorRT-LLM max_num_tokens default (chunked context)
 LLAMACPP_N_UBATCH = 512                # llama.cpp n_ubatch default: the compute buffer holds one ubatch
+# LMDeploy TurboMind (TurbomindEngineConfig, lmdeploy/messages.py): cache_max_entry_count "defaults to 0.8, signifying
+# the percentage of FREE GPU memory to be reserved for the k/v cache" (lmdeploy > v0.2.1), in blocks of
+# cache_block_seq_len = 64 tokens (its prefill chunk: scheduler_defaults.LMDEPLOY_PREFILL_TOKENS)
+LMDEPLOY_CACHE_MAX_ENTRY_COUNT = 0.8
+LMDEPLOY_BLOCK_SIZE = 64
 LLAMACPP_N_BATCH = 2048                # llama.cpp n_batch default; a causal model's is min(n_ctx, n_batch)
 # What a llama.cpp process holds on a discrete GPU besides its model, KV and compute buffers: the CUDA context (it
 # has no PyTorch allocator slack, no cuBLAS/cuDNN workspaces of the serving stacks, no CUDA-graph pool: its graphs
@@ -73,8 +78,10 @@ ENGINE_NO_KV = {
     "sglang": ("int8", "int4", "q8_0", "q4_0"),   # --kv-cache-dtype: auto, fp8_e5m2, fp8_e4m3 (server_args)
     "trtllm": ("q8_0", "q4_0"),                   # KV cache quantization: FP8, INT8 (and NVFP4 on Blackwell)
     "llamacpp": ("fp8", "fp8-per-token", "int8", "int4"),  # -ctk/-ctv: f32, f16, bf16, q8_0, q4_0, q4_1, ...
+    "lmdeploy": ("q8_0", "q4_0"),                 # TurboMind quant_policy: 8 = int8 KV, 4 = int4 KV
 }
-ENGINE_VENDORS = {"trtllm": ("nvidia",)}         # TensorRT-LLM builds CUDA engines for NVIDIA GPUs only
+ENGINE_VENDORS = {"trtllm": ("nvidia",),        # TensorRT-LLM builds CUDA engines for NVIDIA GPUs only
+                  "lmdeploy": ("nvidia",)}      # TurboMind is CUDA-only (its PyTorch engine is another profile)
 
 
 def check_engine(engine: str, spec, kv_dtype: str) -> None:
@@ -238,7 +245,7 @@ def window_capped(engine: str, m: ModelArch, vllm_version: str = "v1") -> bool:
     none: yes (the physics); llama.cpp: only for the architectures it runs with an iSWA cache
     (LLAMACPP_SWA_FAMILIES); vLLM: V1's hybrid KV-cache manager frees blocks outside the window, V0 keeps every layer's
     blocks for the whole context; TensorRT-LLM: cyclic KV cache per attention window; SGLang: one full-length token
-    pool (its SWA pool is opt-in)."""
+    pool (its SWA pool is opt-in); LMDeploy TurboMind: full-length blocks (no window cache the planner knows of)."""
     if not m.num_local_layers:
         return False
     if engine == "llamacpp":
@@ -368,7 +375,8 @@ def engine_chunk_tokens(engine: str, s: EngineSettings) -> int | None:
     budgets are filled by settings_for_device; vLLM V0 (no chunked prefill) and none keep what the user gave."""
     return {"none": s.max_num_batched_tokens, "vllm": s.max_num_batched_tokens, "sglang": s.max_num_batched_tokens,
             "trtllm": s.max_num_batched_tokens or TRTLLM_MAX_NUM_TOKENS,
-            "llamacpp": s.max_num_batched_tokens or LLAMACPP_N_UBATCH}[engine]
+            "llamacpp": s.max_num_batched_tokens or LLAMACPP_N_UBATCH,
+            "lmdeploy": s.max_num_batched_tokens or LMDEPLOY_PREFILL_TOKENS}[engine]
 
 
 def vllm_profile_bytes(m: ModelArch, fmt: WeightFormat, s: EngineSettings, tp: int = 1, flash_attention=True) -> float:
@@ -422,6 +430,8 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
               (tensorrt_llm KvCacheConfig: a fraction of what is free after the engine is loaded)
     sglang:   KV pool = capacity x mem_fraction_static - weights - overhead; activations and CUDA graphs must fit
               in the other (1 - mem_fraction_static) (sglang model_runner.profile_max_num_token)
+    lmdeploy: KV pool = cache_max_entry_count (0.8) x (capacity - weights - activations - overhead), in blocks of 64
+              tokens (TurboMind: a share of the free memory after the model; lmdeploy > v0.2.1)
     llamacpp: weights + KV of n_ctx = batch x context tokens allocated up front + the compute buffer of one
               n_ubatch + overhead <= capacity (llama_context: the KV cache is sized by n_ctx at creation)
     Every result carries its total and the budget it is compared with, so the verdict and the printed numbers come
@@ -485,6 +495,17 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
                                f"(weights + activations + overhead + {f:g} x free)", pool,
                                pool / per_seq if per_seq else math.inf, None,
                                f"TensorRT-LLM: free_gpu_memory_fraction={f:g}, max_num_tokens={chunk}")
+    if engine == "lmdeploy":  # TurboMind: a share of the memory left free after the model, in 64-token blocks
+        f = s.gpu_memory_utilization or LMDEPLOY_CACHE_MAX_ENTRY_COUNT
+        pool = f * max(0.0, cap - W - act - ovh)
+        block = LMDEPLOY_BLOCK_SIZE * kv_bytes_per_token_per_layer(m, kv_dtype) / kv_ways * m.num_attention_layers / pp
+        blocks = as_int(pool // block) if block > 0 else None
+        seq_blocks = math.ceil(ctx / LMDEPLOY_BLOCK_SIZE)  # full-length blocks on every layer (no window cache)
+        conc = blocks / seq_blocks if blocks is not None else math.inf
+        return MemoryBreakdown(W, batch * seq_blocks * block, act, ovh, cap, W + act + ovh + pool, engine,
+                               f"(weights + activations + overhead + {f:g} x free)", pool, conc, blocks,
+                               f"LMDeploy TurboMind: cache_max_entry_count={f:g} of the free memory, "
+                               f"{LMDEPLOY_BLOCK_SIZE}-token blocks, max_prefill_token_num={chunk}")
     if engine == "sglang":  # its default fraction depends on the device and the parallel group (v0.5.3+)
         f = s.gpu_memory_utilization or sglang_mem_fraction_static(spec, tp, pp)
         static = cap * f

@@ -25,6 +25,11 @@ visible_or_marketed_gb, what the runtime reports as total device memory):
           longer than pool / 2,048 tokens.
   trtllm  TensorRT-LLM's LLM API / trtllm-serve (tensorrt_llm/llmapi/llm_args.py): max_batch_size 2048, max_num_tokens
           8192, context chunking off (enable_chunked_prefill False).
+  lmdeploy  LMDeploy TurboMind (lmdeploy/utils.py get_max_batch_size, TurbomindEngineConfig): max_batch_size by
+          the CUDA device name, 384 on an A100 / A800, 1024 on an H100 / H800 / H200 / L20Y, else 128;
+          max_prefill_token_num 8192 tokens of prompt per iteration, and a forward of up to max_forward_token_num =
+          max_prefill_token_num + max_batch_size tokens (src/turbomind/turbomind.cc): prompt chunks beside one token
+          of every running sequence.
   others  (llama.cpp, none): the planner's defaults, PLANNER_DEFAULTS (vLLM V0's max_num_seqs 256 and an 8,192-token
           step budget, whole prompts per step).
 
@@ -63,7 +68,10 @@ SGLANG_RESERVED_FLOOR_MIB = 10 * 1024   # on a device with more than SGLANG_FLOO
 SGLANG_FLOOR_ABOVE_MIB = 60 * 1024
 SGLANG_MIN_RUNNING = 2048            # model_runner max_num_reqs floor: min(max(pool / context_len x 512, 2048), 4096)
 TRTLLM = (8192, 2048)                # llm_args: (max_num_tokens, max_batch_size)
-SCHEDULER_ENGINES = ("vllm", "sglang", "trtllm")  # engines whose own scheduler defaults this module knows
+LMDEPLOY_MAX_BATCH = (("a100", 384), ("a800", 384), ("h100", 1024), ("h800", 1024), ("l20y", 1024), ("h200", 1024))
+LMDEPLOY_OTHER_MAX_BATCH = 128
+LMDEPLOY_PREFILL_TOKENS = 8192
+SCHEDULER_ENGINES = ("vllm", "sglang", "trtllm", "lmdeploy")  # engines whose own scheduler defaults this module knows
 
 
 @dataclass(frozen=True)
@@ -128,6 +136,17 @@ def trtllm_defaults() -> SchedulerDefaults:
                                                   f"{tokens:,}, no context chunking")
 
 
+def lmdeploy_defaults(spec) -> SchedulerDefaults:
+    """LMDeploy TurboMind defaults on this device (module docstring): get_max_batch_size matches a substring of the
+    CUDA device name, as the spec's name carries it ("NVIDIA A100 80GB SXM4" -> a100)."""
+    name = spec.name.lower()
+    seqs = next((n for key, n in LMDEPLOY_MAX_BATCH if key in name), LMDEPLOY_OTHER_MAX_BATCH)
+    return SchedulerDefaults(seqs, LMDEPLOY_PREFILL_TOKENS + seqs, True,
+                             f"LMDeploy TurboMind defaults: max_batch_size {seqs:,} on this device, "
+                             f"max_prefill_token_num {LMDEPLOY_PREFILL_TOKENS:,} (+ one token per running sequence "
+                             f"per forward)")
+
+
 @dataclass(frozen=True)
 class StepPolicy:
     """How an engine builds a step (module docstring): whether prompt work rides beside the running decodes, and
@@ -150,10 +169,12 @@ def step_policy(engine: str | None, chunked_prefill: bool) -> StepPolicy:
 
 # the CLI's help for the flags these defaults fill (planner/cli.py, planner/cli_serving.py): the numbers above, once
 SEQS_HELP = (f"vLLM V1 serve: {VLLM_LARGE[1]} on >= 70 GiB devices other than A100, else {VLLM_SMALL[1]}; SGLang "
-             f"{SGLANG_MIN_RUNNING}; TensorRT-LLM {TRTLLM[1]}; otherwise {PLANNER_DEFAULTS.max_num_seqs}")
+             f"{SGLANG_MIN_RUNNING}; TensorRT-LLM {TRTLLM[1]}; LMDeploy 384 (A100) / 1024 (H100, H200) / "
+             f"{LMDEPLOY_OTHER_MAX_BATCH}; otherwise {PLANNER_DEFAULTS.max_num_seqs}")
 TOKENS_HELP = (f"vLLM V1 serve: {VLLM_LARGE[0]} on >= 70 GiB devices other than A100, else {VLLM_SMALL[0]}; SGLang "
                f"chunked_prefill_size {'/'.join(str(t[0]) for _, t in SGLANG_TIERS_MIB)}/{SGLANG_LARGEST_CHUNK} by "
-               f"device memory; TensorRT-LLM max_num_tokens {TRTLLM[0]}")
+               f"device memory; TensorRT-LLM max_num_tokens {TRTLLM[0]}; LMDeploy "
+               f"max_prefill_token_num {LMDEPLOY_PREFILL_TOKENS} + max_batch_size")
 
 
 def scheduler_defaults(engine: str | None, spec) -> SchedulerDefaults:
@@ -165,6 +186,8 @@ def scheduler_defaults(engine: str | None, spec) -> SchedulerDefaults:
         return sglang_defaults(spec)
     if engine == "trtllm":
         return trtllm_defaults()
+    if engine == "lmdeploy":
+        return lmdeploy_defaults(spec)
     return PLANNER_DEFAULTS
 
 

@@ -29,7 +29,7 @@ DEVICES = ["a100-40gb-sxm", "h100-sxm", "rtx-3060-12gb", "rtx-4090", "l40s", "ap
            "snapdragon-8-gen3", "cpu-amd-epyc-2c", "h200-sxm"]
 FORMATS = ["fp16", "bf16", "fp8", "int8", "int4-g128", "q4_0", "q4_k_m", "awq-int4", "nf4", "mxfp4", "mxfp4_moe", "w8a8"]
 KV = ["fp16", "bf16", "fp8", "int8", "int4"]
-ENGINES = ["none", "vllm", "trtllm", "sglang", "llamacpp"]
+ENGINES = ["none", "vllm", "trtllm", "sglang", "llamacpp", "lmdeploy"]
 RUNTIMES = ["llamacpp", "trtllm", "gpt-fast", "lmdeploy"]
 SCENARIOS = ["chat", "batch", "long-doc", "on-device"]
 

@@ -224,6 +224,29 @@ def test_trtllm_sglang_llamacpp_rules():
     assert ll.weights_bytes == pytest.approx(W_7B - 32000 * 4096 * 2)
 
 
+def test_lmdeploy_turbomind_pool_is_a_share_of_free_memory():
+    # TurbomindEngineConfig.cache_max_entry_count = 0.8 "of FREE GPU memory" (lmdeploy > v0.2.1), 64-token blocks:
+    # Llama-2-7B fp16 on an A100 80GB, 1 x (1000 + 24) tokens: pool = 0.8 x (capacity - weights - activations - overhead)
+    m, f, spec = load_model("llama-2-7b"), weight_format("fp16"), load_hardware("a100-80gb-sxm")
+    cap = spec.usable_capacity_gb * 1e9
+    mb = plan_memory(m, f, "fp16", 1, 1000, 24, spec, "lmdeploy")
+    act = 1000 * (2 * 4096 + 3 * 11008) * 2 + 32000 * 4  # the 1000-token prompt in one 8,192-token prefill chunk
+    ovh = runtime_overhead_bytes(spec, m, f)
+    assert mb.activations_bytes == pytest.approx(act)
+    assert mb.kv_pool_bytes == pytest.approx(0.8 * (cap - W_7B - act - ovh))
+    block = 64 * KV_TOK_7B  # 64 tokens x 512 KiB
+    assert mb.blocks == int(mb.kv_pool_bytes // block)
+    assert mb.max_concurrency == pytest.approx(mb.blocks / 16)  # 1,024 tokens = 16 blocks
+    assert mb.kv_cache_bytes == 16 * block and mb.fits
+    # its own fraction through the same setting; TurboMind is CUDA-only and has no llama.cpp cache formats
+    half = plan_memory(m, f, "fp16", 1, 1000, 24, spec, "lmdeploy", EngineSettings(gpu_memory_utilization=0.5))
+    assert half.kv_pool_bytes == pytest.approx(0.5 * (cap - W_7B - act - ovh))
+    with pytest.raises(PlannerError, match="NVIDIA GPUs only"):
+        estimate("llama-2-7b", "mi300x", engine="lmdeploy")
+    with pytest.raises(PlannerError, match="no q8_0 KV cache"):
+        estimate("llama-2-7b", "h100-sxm", kv_dtype="q8_0", engine="lmdeploy")
+
+
 def test_llamacpp_device_buffers_match_its_logs():
     # gpt-oss-20b MXFP4 (llama.cpp's log, full offload to one GPU): "ROCm0 model buffer size = 10949.38 MiB",
     # "CPU_Mapped model buffer size = 586.82 MiB" = the token embedding, 201,088 x 2,880 at q8_0's 8.5 bits

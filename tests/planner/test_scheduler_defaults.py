@@ -64,6 +64,18 @@ def test_sglang_mem_fraction_static_by_device_and_tp(hw, tp, fraction):
     assert sglang_mem_fraction_static(load_hardware(hw), tp) == fraction
 
 
+@pytest.mark.parametrize("hw, seqs", [
+    ("a100-80gb-sxm", 384), ("a100-40gb-sxm", 384), ("h100-sxm", 1024), ("h200-sxm", 1024), ("l40s", 128),
+    ("rtx-4090", 128),
+])
+def test_lmdeploy_max_batch_size_by_device_name(hw, seqs):
+    # lmdeploy/utils.py get_max_batch_size('cuda'): a100/a800 384, h100/h800/l20y/h200 1024, else 128; a forward
+    # holds max_prefill_token_num (8192) prompt tokens + one token per running sequence (max_forward_token_num)
+    d = scheduler_defaults("lmdeploy", load_hardware(hw))
+    assert (d.max_num_seqs, d.max_num_batched_tokens, d.chunked_prefill) == (seqs, 8192 + seqs, True)
+    assert scheduler_engine(None, "lmdeploy") == "lmdeploy"
+
+
 def test_other_engines_and_given_flags():
     spec = load_hardware("h100-sxm")
     for engine in (None, "none", "llamacpp"):
