@@ -640,6 +640,12 @@ QUANT_FLAGS = {"fp8": ("fp8", "fp8", "FP8"), "int8": ("bitsandbytes", "w8a8_int8
                "int4-g128": ("awq", "awq", "W4A16_AWQ")}
 
 
+# LMDeploy TurboMind: --model-format per weight format (hf = the checkpoint's own 16-bit weights), and --quant-policy
+# per KV dtype (8 = int8, 4 = int4); a format or cache not listed is not TurboMind's
+LMDEPLOY_MODEL_FORMATS = {"fp16": "hf", "bf16": "hf", "int4-g128": "awq", "awq-int4": "awq", "gptq-int4": "gptq"}
+LMDEPLOY_QUANT_POLICY = {"fp16": 0, "bf16": 0, "int8": 8, "int4": 4}
+
+
 def hf_id(m: ModelArch) -> str:
     """The Hugging Face repository of a catalog model (from its source URL), else its name."""
     found = HF_ID.search(m.source or "")
@@ -654,8 +660,10 @@ def launch_commands(m: ModelArch, weights: str, kv: str, tp: int, pp: int, max_n
     --max-running-requests, --mem-fraction-static, --kv-cache-dtype, --quantization, --context-length);
     TensorRT-LLM `trtllm-serve` (--tp_size, --pp_size, --max_batch_size, --max_seq_len,
     --kv_cache_free_gpu_memory_fraction; KV dtype and quantization come with the checkpoint); llama.cpp
-    `llama-server` (-ngl, -np, -c = parallel x context, -sm, -ctk/-ctv, -fa). A weight format an engine does not
-    take is a comment on its line."""
+    `llama-server` (-ngl, -np, -c = parallel x context, -sm, -ctk/-ctv, -fa); LMDeploy `lmdeploy serve api_server
+    --backend turbomind` (--tp, --max-batch-size, --session-len, --cache-max-entry-count, --quant-policy 8 / 4 for an
+    int8 / int4 KV cache, --model-format awq / gptq). A weight format or cache an engine does not take is a comment on
+    its line."""
     repo, kvk = hf_id(m), KV_FLAGS.get(kv, ("auto",) * 3 + ("f16",))
     q = QUANT_FLAGS.get(weights)
     no_kv = f"  # no {kv} KV cache in this engine: the model's dtype"
@@ -678,9 +686,19 @@ def launch_commands(m: ModelArch, weights: str, kv: str, tp: int, pp: int, max_n
     lc = [f"llama-server -m {repo.split('/')[-1]}-{gguf}.gguf", "-ngl 99", f"-np {max_num_seqs}",
           f"-c {max_num_seqs * max_len}", "-fa on", f"-ctk {kvk[3]} -ctv {kvk[3]}"] \
         + ([f"-sm row -ts {','.join(['1'] * tp)}"] if tp > 1 else [])
+    lm_fmt = LMDEPLOY_MODEL_FORMATS.get(weights)
+    lm_kv = LMDEPLOY_QUANT_POLICY.get(kv)
+    lm = [f"lmdeploy serve api_server {repo} --backend turbomind", f"--tp {tp}", f"--max-batch-size {max_num_seqs}",
+          f"--session-len {max_len}", "--cache-max-entry-count 0.8"] \
+        + ([f"--quant-policy {lm_kv}"] if lm_kv else []) + ([f"--model-format {lm_fmt}"] if lm_fmt not in (None, "hf") else [])
+    lm_notes = ([f"{weights} is not a TurboMind weight format (hf, awq, gptq)"] if lm_fmt is None else []) \
+        + ([f"no {kv} KV cache in TurboMind (int8 / int4 via --quant-policy): the model's dtype"]
+           if lm_kv is None and kv not in ("fp16", "bf16") else []) \
+        + (["no pipeline parallelism in TurboMind: one replica spans --tp GPUs"] if pp > 1 else [])
     return {"vLLM": " \\\n  ".join(v) + (no_kv if kvk[0] is None else ""),
             "SGLang": " \\\n  ".join(sg) + (no_kv if kvk[1] is None else ""),
-            "TensorRT-LLM": " \\\n  ".join(trt) + trt_note, "llama.cpp": " \\\n  ".join(lc)}
+            "TensorRT-LLM": " \\\n  ".join(trt) + trt_note, "llama.cpp": " \\\n  ".join(lc),
+            "LMDeploy": " \\\n  ".join(lm) + ("  # " + "; ".join(lm_notes) if lm_notes else "")}
 
 
 def batching_tradeoff(m: ModelArch, spec: HardwareSpec, weights: str, kv: str, prompt: int, output: int,

@@ -129,7 +129,7 @@ def test_export_json_round_trips(llama8b, h100):
 
 
 def test_launch_commands_take_every_weight_format_and_kv_dtype():
-    # every pair gives four copy-ready lines (fp16 weights with an fp8 cache once raised a TypeError in the
+    # every pair gives five copy-ready lines (fp16 weights with an fp8 cache once raised a TypeError in the
     # TensorRT-LLM note); a cache an engine does not have says so instead of a wrong flag
     from planner.architecture import load_model
     from planner.quantization import KV_FORMATS, WEIGHT_FORMATS
@@ -138,12 +138,18 @@ def test_launch_commands_take_every_weight_format_and_kv_dtype():
     for w in WEIGHT_FORMATS:
         for kv in KV_FORMATS:
             cmds = ud.launch_commands(m, w, kv, 2, 1, 64, 8192)
-            assert set(cmds) == {"vLLM", "SGLang", "TensorRT-LLM", "llama.cpp"}
+            assert set(cmds) == {"vLLM", "SGLang", "TensorRT-LLM", "llama.cpp", "LMDeploy"}
             assert all(isinstance(c, str) and c for c in cmds.values())
     c = ud.launch_commands(m, "fp16", "fp8", 1, 1, 8, 4096)
     assert c["TensorRT-LLM"].endswith("# KV cache fp8") and "--kv-cache-dtype fp8" in c["vLLM"]
     c = ud.launch_commands(m, "q4_k_m", "q8_0", 1, 1, 8, 4096)
     assert "-ctk q8_0 -ctv q8_0" in c["llama.cpp"] and "no q8_0 KV cache in this engine" in c["vLLM"]
+    # TurboMind: int8 / int4 caches are --quant-policy 8 / 4, AWQ / GPTQ checkpoints --model-format; no fp8 cache
+    c = ud.launch_commands(m, "int4-g128", "int8", 1, 1, 8, 4096)
+    assert "--quant-policy 8" in c["LMDeploy"] and "--model-format awq" in c["LMDeploy"]
+    c = ud.launch_commands(m, "fp16", "fp8", 1, 1, 8, 4096)
+    assert "--quant-policy 8" not in c["LMDeploy"] and "--quant-policy 4" not in c["LMDeploy"]
+    assert "no fp8 KV cache in TurboMind" in c["LMDeploy"]
 
 
 def test_cluster_labels_join_points_that_would_overprint():
