@@ -505,7 +505,8 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
         return MemoryBreakdown(W, batch * seq_blocks * block, act, ovh, cap, W + act + ovh + pool, engine,
                                f"(weights + activations + overhead + {f:g} x free)", pool, conc, blocks,
                                f"LMDeploy TurboMind: cache_max_entry_count={f:g} of the free memory, "
-                               f"{LMDEPLOY_BLOCK_SIZE}-token blocks, max_prefill_token_num={chunk}")
+                               f"{LMDEPLOY_BLOCK_SIZE}-token blocks, a forward of up to {chunk} tokens "
+                               f"(max_prefill_token_num + max_batch_size)")
     if engine == "sglang":  # its default fraction depends on the device and the parallel group (v0.5.3+)
         f = s.gpu_memory_utilization or sglang_mem_fraction_static(spec, tp, pp)
         static = cap * f
