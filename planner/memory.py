@@ -46,12 +46,12 @@ VLLM_V1_SAMPLER_FP32_COPIES = 1
 TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9  # TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction default
 TRTLLM_MAX_NUM_TOKENS = 8192           # TensorRT-LLM max_num_tokens default (chunked context)
 LLAMACPP_N_UBATCH = 512                # llama.cpp n_ubatch default: the compute buffer holds one ubatch
+LLAMACPP_N_BATCH = 2048                # llama.cpp n_batch default; a causal model's is min(n_ctx, n_batch)
 # LMDeploy TurboMind (TurbomindEngineConfig, lmdeploy/messages.py): cache_max_entry_count "defaults to 0.8, signifying
 # the percentage of FREE GPU memory to be reserved for the k/v cache" (lmdeploy > v0.2.1), in blocks of
 # cache_block_seq_len = 64 tokens (its prefill chunk: scheduler_defaults.LMDEPLOY_PREFILL_TOKENS)
 LMDEPLOY_CACHE_MAX_ENTRY_COUNT = 0.8
 LMDEPLOY_BLOCK_SIZE = 64
-LLAMACPP_N_BATCH = 2048                # llama.cpp n_batch default; a causal model's is min(n_ctx, n_batch)
 # What a llama.cpp process holds on a discrete GPU besides its model, KV and compute buffers: the CUDA context (it
 # has no PyTorch allocator slack, no cuBLAS/cuDNN workspaces of the serving stacks, no CUDA-graph pool: its graphs
 # replay the ggml compute buffer). 0.47 GB: a llama-server log on 4 x RTX 3090 (JunweiLiang/MLLMs
@@ -288,7 +288,8 @@ class EngineSettings:
 
     gpu_memory_utilization: the engine's memory fraction: vLLM gpu_memory_utilization (0.9), SGLang
     mem_fraction_static (its default by device memory and TP: scheduler_defaults.sglang_mem_fraction_static, 0.834 on
-    an H100 at TP1), TensorRT-LLM free_gpu_memory_fraction (0.9).
+    an H100 at TP1), TensorRT-LLM free_gpu_memory_fraction (0.9), LMDeploy cache_max_entry_count (0.8 of the free
+    memory).
     vllm_version: 'v0.2' (<= 0.2.4: the profiled peak is torch.cuda.max_memory_allocated(), non-torch memory not
     counted; fixed by PR #2031), 'v0' (0.2.5-0.6 V0 engine: peak = total - free after profiling, so non-torch memory
     counts; no chunked prefill: profiling runs max(max_model_len, 2048) tokens as max_num_seqs sequences), 'v1'
