@@ -20,7 +20,8 @@ from .efficiency import resolve_with_origin, unmeasured_dequant_warning
 from .errors import PlannerError
 from .hardware import Efficiency, HardwareSpec, load_hardware
 from .latency import decode_sum_s, first_token_from_decode_s, point_latency_fast, stage_op_times
-from .memory import DEFAULT_SETTINGS, EngineSettings, check_engine, max_batch, max_context, plan_memory_fast
+from .memory import (DEFAULT_SETTINGS, LLAMACPP_N_UBATCH, EngineSettings, check_engine, max_batch, max_context,
+                     plan_memory_fast)
 from .model_files import resolve_weights
 from .ops import (MATMUL, decode_ops, expert_storage_format, kv_bytes_per_sequence, kv_bytes_per_token, kv_bytes_per_token_per_layer, prefill_ops, totals,
                   weights_source)
@@ -490,6 +491,16 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
                                 f"({mb.overhead_bytes / GB:.2f} GB) need at least {n_min} x {spec.id}; `--tp N` splits "
                                 f"them inside a node, `planner plan --model {m.name} --hardware {spec.id}` sizes the "
                                 f"deployment")
+    if engine == "llamacpp" and not fits and spec.kind == "gpu" and tp == 1:  # llama.cpp's partial offload
+        from .memory import llamacpp_gpu_layers
+        n_gpu = llamacpp_gpu_layers(m, fmt, kvd, batch, prompt, output, spec,
+                                    es.max_num_batched_tokens or LLAMACPP_N_UBATCH, flash_attention)
+        L = m.num_layers
+        warnings.append(f"llama.cpp can keep {n_gpu} of the {L} layers on {spec.id} (-ngl {n_gpu}) at this context; "
+                        f"the other {L - n_gpu}, the output layer and the input embedding then run from host memory "
+                        f"on the CPU, at its memory bandwidth (not estimated here)" if n_gpu > 0 else
+                        f"llama.cpp cannot keep even one of the {L} layers on {spec.id} at this context (-ngl 0: "
+                        f"the CPU runs the model from host memory; not estimated here)")
     if engine == "vllm" and mb.blocks is not None and mb.kv_pool_bytes > 0:
         max_len = es.max_model_len or m.max_position_embeddings
         holds = max_context(m, fmt, kvd, 1, 0, *mem_args)  # tokens one sequence may hold in the pool

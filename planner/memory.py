@@ -237,6 +237,26 @@ def llamacpp_compute_buffer_bytes(m: ModelArch, fmt: WeightFormat, n_ctx, n_ubat
     return forward_bytes_peak(m, fmt, T, n_ctx, 0, flash_attention, tp) + logits_bytes(m, T)
 
 
+def llamacpp_gpu_layers(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prompt: int, output: int, spec,
+                       n_ubatch: int = LLAMACPP_N_UBATCH, flash_attention: bool = True) -> int:
+    """Repeating layers llama.cpp can keep on a discrete GPU (`-ngl N`) when the whole model does not fit: it puts the
+    last N of the L layers on the device with their KV cache, and the output layer there only at N > L
+    (llama-model.cpp load_tensors: a layer's device by il >= n_layer - n_gpu_layers; "offloading output layer to
+    GPU" past n_layer), so below L the output layer, its logits and the input embedding stay in host memory.
+    N = floor((capacity - CUDA context - one ubatch's activations) / (weights + KV of one layer)), 0..L, with the
+    layers' weights averaged (all weights but the embedding and the LM head, over L) and n_ctx = batch x context."""
+    L = m.num_layers
+    groups = weight_bytes_by_group(m, fmt)
+    per_layer = (sum(groups.values()) - groups["embedding"] - groups["lm_head"]) / L
+    ctx = prompt + output
+    per_layer += batch * as_float(kv_seq_bytes(m, kv_dtype, ctx, window_capped("llamacpp", m))) / L
+    n_ctx = batch * ctx
+    T = float(min(n_ubatch, n_ctx, LLAMACPP_N_BATCH))
+    free = (spec.usable_capacity_gb * 1e9 - runtime_overhead_bytes(spec, m, fmt, engine="llamacpp")
+            - as_float(forward_bytes_peak(m, fmt, T, n_ctx, 0, flash_attention)))
+    return int(max(0, min(L, free // per_layer))) if per_layer > 0 else L
+
+
 # ---------------------------------------------------------------- KV cache per engine
 
 def window_capped(engine: str, m: ModelArch, vllm_version: str = "v1") -> bool:

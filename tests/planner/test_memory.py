@@ -14,7 +14,7 @@ from planner import estimate
 from planner.architecture import from_hf_config, load_model
 from planner.errors import PlannerError
 from planner.hardware import load_hardware
-from planner.memory import (EngineSettings, activation_bytes_peak, llamacpp_compute_buffer_bytes,
+from planner.memory import (EngineSettings, activation_bytes_peak, llamacpp_compute_buffer_bytes, llamacpp_gpu_layers,
                             llamacpp_host_weight_bytes, max_batch, max_context, plan_memory, runtime_overhead_bytes,
                             window_capped)
 from planner.ops import kv_bytes_per_token, weight_bytes
@@ -222,6 +222,23 @@ def test_trtllm_sglang_llamacpp_rules():
     # untied input embedding (32,000 x 4,096 fp16 = 262 MB) stays in host memory
     assert ll.overhead_bytes == pytest.approx(0.47e9)
     assert ll.weights_bytes == pytest.approx(W_7B - 32000 * 4096 * 2)
+
+
+def test_llamacpp_partial_offload_layers_by_hand():
+    # Llama-2-70B Q4_K_M (4.85 bits) on one RTX 3090 (CUDA total 25.62e9 B), n_ctx 2,048: a layer holds
+    # 150,994,944 attention + 704,643,072 MLP weights x 0.60625 B + two 8,192 fp16 norms + 2,048 x 2 x 1,024 x 2 B of
+    # KV = 527,151,923 B; the device keeps the CUDA context (0.47e9) and one 512-token ubatch's activations
+    # (512 x (2 x 8,192 + 3 x 28,672) x 2 B = 104,857,600; the logits go with the output layer, on the host below
+    # -ngl 81), so floor((25.62e9 - 0.47e9 - 104,857,600) / 527,151,923) = 47 layers. (A 2023 build with its larger
+    # scratch buffers ran 40, llama.cpp issue #2496.)
+    m, f, spec = load_model("llama-2-70b"), weight_format("q4_k_m"), load_hardware("rtx-3090")
+    per_layer = (150_994_944 + 704_643_072) * 0.60625 + 2 * 8192 * 2 + 2048 * 2 * 1024 * 2
+    assert llamacpp_gpu_layers(m, f, "fp16", 1, 1920, 128, spec) == int((25.62e9 - 0.47e9 - 104_857_600) // per_layer)
+    assert llamacpp_gpu_layers(m, f, "fp16", 1, 1920, 128, spec) == 47
+    # estimate says so where the whole model does not fit; a model that fits says nothing of it
+    w = estimate("llama-2-70b", "rtx-3090", "q4_k_m", prompt=1920, output=128, engine="llamacpp").warnings
+    assert any("-ngl 47" in x for x in w)
+    assert not any("-ngl" in x for x in estimate("llama-2-7b", "rtx-3090", "q4_0", engine="llamacpp").warnings)
 
 
 def test_lmdeploy_turbomind_pool_is_a_share_of_free_memory():
