@@ -20,8 +20,8 @@ from .efficiency import resolve_with_origin, unmeasured_dequant_warning
 from .errors import PlannerError
 from .hardware import Efficiency, HardwareSpec, load_hardware
 from .latency import decode_sum_s, first_token_from_decode_s, point_latency_fast, stage_op_times
-from .memory import (DEFAULT_SETTINGS, LLAMACPP_N_UBATCH, EngineSettings, check_engine, max_batch, max_context,
-                     plan_memory_fast)
+from .memory import (DEFAULT_SETTINGS, LLAMACPP_N_UBATCH, EngineSettings, check_engine, llamacpp_gpu_layers,
+                     llamacpp_host_weight_bytes, max_batch, max_context, plan_memory_fast)
 from .model_files import resolve_weights
 from .ops import (MATMUL, decode_ops, expert_storage_format, kv_bytes_per_sequence, kv_bytes_per_token, kv_bytes_per_token_per_layer, prefill_ops, totals,
                   weights_source)
@@ -386,15 +386,13 @@ def _mixed_input(fmt: WeightFormat, own: str | None, dev: DeviceModel) -> dict:
     return {"weight_bandwidth_share": 1.0, "mixed_input_weights": ""}
 
 
-
 def _host_weights_note(m, fmt, spec, engine: str) -> str:
     """What of the weights llama.cpp leaves in host memory (planner.memory.llamacpp_host_weight_bytes), said beside
     the device's weights; '' where nothing is."""
-    from .memory import llamacpp_host_weight_bytes
-
     host = llamacpp_host_weight_bytes(m, fmt, spec) if engine == "llamacpp" else 0.0
     return (f"; on the device: the input embedding ({host / GB:.2f} GB) stays in host memory, as llama.cpp keeps it"
             if host > 0 else "")
+
 
 def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str | None = None, kv_dtype: str = "fp16",
              batch: int = 1, prompt: int = 512, output: int = 128, unit: str | None = None,
@@ -492,7 +490,6 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
                                 f"them inside a node, `planner plan --model {m.name} --hardware {spec.id}` sizes the "
                                 f"deployment")
     if engine == "llamacpp" and not fits and spec.kind == "gpu" and tp == 1:  # llama.cpp's partial offload
-        from .memory import llamacpp_gpu_layers
         n_gpu = llamacpp_gpu_layers(m, fmt, kvd, batch, prompt, output, spec,
                                     es.max_num_batched_tokens or LLAMACPP_N_UBATCH, flash_attention)
         L = m.num_layers

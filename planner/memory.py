@@ -27,7 +27,7 @@ from .catalog_index import by_identity
 from .errors import PlannerError
 from .lazy import np
 from .ops import kv_bytes_per_token_per_layer, state_bytes_per_sequence, weight_bytes, weight_bytes_by_group
-from .quantization import WeightFormat, activation_bytes
+from .quantization import KV_FORMATS, WeightFormat, activation_bytes
 from .replay import Replayed, as_float, as_int
 from .scheduler_defaults import LMDEPLOY_PREFILL_TOKENS, scheduler_defaults, sglang_mem_fraction_static
 
@@ -78,7 +78,7 @@ ENGINE_NO_KV = {
     "sglang": ("int8", "int4", "q8_0", "q4_0"),   # --kv-cache-dtype: auto, fp8_e5m2, fp8_e4m3 (server_args)
     "trtllm": ("q8_0", "q4_0"),                   # KV cache quantization: FP8, INT8 (and NVFP4 on Blackwell)
     "llamacpp": ("fp8", "fp8-per-token", "int8", "int4"),  # -ctk/-ctv: f32, f16, bf16, q8_0, q4_0, q4_1, ...
-    "lmdeploy": ("q8_0", "q4_0"),                 # TurboMind quant_policy: 8 = int8 KV, 4 = int4 KV
+    "lmdeploy": ("fp8", "fp8-per-token", "q8_0", "q4_0"),  # TurboMind quant_policy: 8 = int8 KV, 4 = int4 KV
 }
 ENGINE_VENDORS = {"trtllm": ("nvidia",),        # TensorRT-LLM builds CUDA engines for NVIDIA GPUs only
                   "lmdeploy": ("nvidia",)}      # TurboMind is CUDA-only (its PyTorch engine is another profile)
@@ -87,7 +87,7 @@ ENGINE_VENDORS = {"trtllm": ("nvidia",),        # TensorRT-LLM builds CUDA engin
 def check_engine(engine: str, spec, kv_dtype: str) -> None:
     """Refuse an engine on a device or with a KV dtype it does not run (ENGINE_NO_KV, ENGINE_VENDORS): one line."""
     if kv_dtype in ENGINE_NO_KV.get(engine, ()):
-        ok = [k for k in ("fp16", "bf16", "fp8", "int8", "q8_0", "q4_0") if k not in ENGINE_NO_KV[engine]]
+        ok = [k for k in KV_FORMATS if k not in ENGINE_NO_KV[engine]]
         raise PlannerError(f"--kv-dtype: {engine} has no {kv_dtype} KV cache; allowed with --engine {engine}: "
                            f"{', '.join(ok)}")
     vendors = ENGINE_VENDORS.get(engine)
@@ -224,17 +224,18 @@ def llamacpp_host_weight_bytes(m: ModelArch, fmt: WeightFormat, spec) -> float:
 
 
 def llamacpp_compute_buffer_bytes(m: ModelArch, fmt: WeightFormat, n_ctx, n_ubatch: int, flash_attention=True,
-                                  tp: int = 1):
+                                  tp: int = 1, logits: bool = True):
     """llama.cpp's compute buffer: the graph it reserves at context creation, one ubatch of T = min(n_ubatch,
     n_batch) tokens with n_batch = min(n_ctx, LLAMACPP_N_BATCH) (llama_context: a causal model's batch is capped at
     n_ctx), every one of them an output ("graph_reserve: reserving a graph for ubatch with n_tokens = 512, n_seqs = 1,
     n_outputs = 512"): forward_bytes_peak(T tokens against n_ctx keys) + T x V x 4 fp32 logits. Qwen3-1.7B at n_ctx
-    4,096: 512 x 151,936 x 4 = 296.8 MiB of logits of the 300.75 MiB 'CUDA0 compute buffer size' its log prints."""
+    4,096: 512 x 151,936 x 4 = 296.8 MiB of logits of the 300.75 MiB 'CUDA0 compute buffer size' its log prints.
+    logits=False: the device's share where the output layer (and its logits) stays on the host (llamacpp_gpu_layers)."""
     if _scalar(n_ctx):
         T = float(min(n_ubatch, as_float(n_ctx), LLAMACPP_N_BATCH))
     else:
         T = np.minimum(np.minimum(np.asarray(n_ctx, dtype=np.float64), LLAMACPP_N_BATCH), n_ubatch)
-    return forward_bytes_peak(m, fmt, T, n_ctx, 0, flash_attention, tp) + logits_bytes(m, T)
+    return forward_bytes_peak(m, fmt, T, n_ctx, 0, flash_attention, tp) + (logits_bytes(m, T) if logits else 0.0)
 
 
 def llamacpp_gpu_layers(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prompt: int, output: int, spec,
@@ -250,10 +251,8 @@ def llamacpp_gpu_layers(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: i
     per_layer = (sum(groups.values()) - groups["embedding"] - groups["lm_head"]) / L
     ctx = prompt + output
     per_layer += batch * as_float(kv_seq_bytes(m, kv_dtype, ctx, window_capped("llamacpp", m))) / L
-    n_ctx = batch * ctx
-    T = float(min(n_ubatch, n_ctx, LLAMACPP_N_BATCH))
     free = (spec.usable_capacity_gb * 1e9 - runtime_overhead_bytes(spec, m, fmt, engine="llamacpp")
-            - as_float(forward_bytes_peak(m, fmt, T, n_ctx, 0, flash_attention)))
+            - as_float(llamacpp_compute_buffer_bytes(m, fmt, batch * ctx, n_ubatch, flash_attention, logits=False)))
     return int(max(0, min(L, free // per_layer))) if per_layer > 0 else L
 
 
@@ -421,6 +420,12 @@ def vllm_profile_bytes(m: ModelArch, fmt: WeightFormat, s: EngineSettings, tp: i
                  * logits_bytes(m, seqs))
 
 
+def _layer_block_bytes(m: ModelArch, kv_dtype: str, block_size: int, kv_ways: int) -> float:
+    """Bytes of one paged-KV block of `block_size` tokens in one attention layer, per device of a KV split kv_ways
+    ways (vLLM's and TurboMind's blocks)."""
+    return block_size * kv_bytes_per_token_per_layer(m, kv_dtype) / kv_ways
+
+
 def _vllm_blocks_per_seq(m: ModelArch, context, block_size: int, capped: bool, chunk_tokens: int = 0):
     """Layer-blocks one sequence holds: G*ceil(c/bs) + L*ceil(min(c, W')/bs) (L = 0 unless window-capped).
 
@@ -479,7 +484,7 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
         budget = cap * util
         ovh = 0.0 if s.vllm_version == "v0.2" else runtime_overhead_bytes(spec, m, fmt, tp, False, draft_kv_bytes)
         prof = vllm_profile_bytes(m, fmt, s, tp, flash_attention)
-        layer_block = s.block_size * kv_bytes_per_token_per_layer(m, kv_dtype) / kv_ways
+        layer_block = _layer_block_bytes(m, kv_dtype, s.block_size, kv_ways)
         pool = max(0.0, budget - W - prof - ovh)
         if capped:  # layer-blocks of the hybrid allocator, this stage's share of a sequence's
             block = layer_block
@@ -519,7 +524,7 @@ def plan_memory(m: ModelArch, fmt: WeightFormat, kv_dtype: str, batch: int, prom
     if engine == "lmdeploy":  # TurboMind: a share of the memory left free after the model, in 64-token blocks
         f = s.gpu_memory_utilization or LMDEPLOY_CACHE_MAX_ENTRY_COUNT
         pool = f * max(0.0, cap - W - act - ovh)
-        block = LMDEPLOY_BLOCK_SIZE * kv_bytes_per_token_per_layer(m, kv_dtype) / kv_ways * m.num_attention_layers / pp
+        block = _layer_block_bytes(m, kv_dtype, LMDEPLOY_BLOCK_SIZE, kv_ways) * m.num_attention_layers / pp
         blocks = as_int(pool // block) if block > 0 else None
         seq_blocks = math.ceil(ctx / LMDEPLOY_BLOCK_SIZE)  # full-length blocks on every layer (no window cache)
         conc = blocks / seq_blocks if blocks is not None else math.inf

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 from .architecture import ModelArch
 from .lazy import np
-from .quantization import WeightFormat, activation_bytes, kv_bytes_per_element, kv_bytes_per_token_layer
+from .quantization import (WeightFormat, activation_bytes, kv_bytes_per_element, kv_bytes_per_token_layer,
+                           weight_format)
 
 # compute classes: which peak an op runs at
 MATMUL = "matmul"        # weight GEMMs: the format's compute dtype
@@ -124,7 +125,6 @@ def expert_storage_format(m: ModelArch, fmt: WeightFormat) -> str | None:
     run that format's kernels (OpCost.weight_format)."""
     if m.moe is None:
         return None
-    from .quantization import weight_format
     own = [f for f in (fmt.expert_format, m.expert_weight_format) if f]
     best = min(own, key=lambda f: weight_format(f).bytes_per_weight, default=None)
     return best if best and weight_format(best).bytes_per_weight < fmt.bytes_per_weight else None
@@ -135,7 +135,6 @@ def expert_bytes_per_weight(m: ModelArch, fmt: WeightFormat) -> float:
     own = expert_storage_format(m, fmt)
     if own is None:
         return fmt.bytes_per_weight
-    from .quantization import weight_format
     return weight_format(own).bytes_per_weight
 
 

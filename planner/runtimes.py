@@ -58,6 +58,13 @@ _ALIASES = {"llama.cpp": "llamacpp", "llama-cpp": "llamacpp", "tensorrt-llm": "t
             "deepspeed-fastgen": "deepspeed-mii"}
 
 
+def canonical_id(name: str) -> str:
+    """The profile id an engine name stands for: lower case, aliases resolved (_ALIASES: 'llama.cpp' -> 'llamacpp',
+    'turbomind' -> 'lmdeploy')."""
+    key = str(name).lower()
+    return _ALIASES.get(key, key)
+
+
 # The request path of an engine's OpenAI-compatible HTTP server: what a served request's TTFT holds beyond the GPU's
 # prefill (the HTTP request, the chat template, tokenization, the hand-off to the engine's scheduler, and the first
 # token's detokenization and stream), as `vllm bench serve` / benchmark_serving measure TTFT. Not a fitted parameter:
@@ -84,7 +91,7 @@ def request_path_ms(runtime: str | None) -> float:
     """REQUEST_PATH_MS of an engine id (aliases too), 0 for engines without a measured HTTP path or None."""
     if not runtime:
         return 0.0
-    return REQUEST_PATH_MS.get(_ALIASES.get(str(runtime).lower(), str(runtime).lower()), 0.0)
+    return REQUEST_PATH_MS.get(canonical_id(runtime), 0.0)
 
 
 # Engines whose first output token comes from a decode step, not from the prefill: TurboMind's context decoder
@@ -102,7 +109,7 @@ def first_token_from_decode(runtime: str | None) -> bool:
     """Whether an engine id (aliases too) produces the first token in a decode step (FIRST_TOKEN_FROM_DECODE)."""
     if not runtime:
         return False
-    return _ALIASES.get(str(runtime).lower(), str(runtime).lower()) in FIRST_TOKEN_FROM_DECODE
+    return canonical_id(runtime) in FIRST_TOKEN_FROM_DECODE
 
 
 class _Frozen(BaseModel):
@@ -217,7 +224,7 @@ def load_runtime(id_or_path: str | RuntimeProfile) -> RuntimeProfile:
         if not Path(id_or_path).exists():
             raise PlannerError(f"--runtime: file not found: {id_or_path}")
         return _load_path(str(Path(id_or_path).resolve()))
-    key = _ALIASES.get(id_or_path.lower(), id_or_path.lower())
+    key = canonical_id(id_or_path)
     paths = runtime_paths()
     if key not in paths:
         raise PlannerError(f"--runtime: unknown runtime '{id_or_path}'; allowed: {', '.join(paths) or 'none'} "
@@ -328,7 +335,7 @@ def runtime_for_engine(engine: str | None, hardware=None) -> str | None:
     from .memory import ENGINES  # only the KV-sizing engines; any other --engine stays an error of its own
     if not engine or engine == "none" or engine not in ENGINES:
         return None
-    key = _ALIASES.get(engine.lower(), engine.lower())
+    key = canonical_id(engine)
     if key not in runtime_paths():
         return None
     if hardware is not None:

@@ -169,8 +169,9 @@ def step_policy(engine: str | None, chunked_prefill: bool) -> StepPolicy:
 
 # the CLI's help for the flags these defaults fill (planner/cli.py, planner/cli_serving.py): the numbers above, once
 SEQS_HELP = (f"vLLM V1 serve: {VLLM_LARGE[1]} on >= 70 GiB devices other than A100, else {VLLM_SMALL[1]}; SGLang "
-             f"{SGLANG_MIN_RUNNING}; TensorRT-LLM {TRTLLM[1]}; LMDeploy 384 (A100) / 1024 (H100, H200) / "
-             f"{LMDEPLOY_OTHER_MAX_BATCH}; otherwise {PLANNER_DEFAULTS.max_num_seqs}")
+             f"{SGLANG_MIN_RUNNING}; TensorRT-LLM {TRTLLM[1]}; LMDeploy "
+             f"{', '.join(f'{n} ({key.upper()})' for key, n in LMDEPLOY_MAX_BATCH)}, else {LMDEPLOY_OTHER_MAX_BATCH}; "
+             f"otherwise {PLANNER_DEFAULTS.max_num_seqs}")
 TOKENS_HELP = (f"vLLM V1 serve: {VLLM_LARGE[0]} on >= 70 GiB devices other than A100, else {VLLM_SMALL[0]}; SGLang "
                f"chunked_prefill_size {'/'.join(str(t[0]) for _, t in SGLANG_TIERS_MIB)}/{SGLANG_LARGEST_CHUNK} by "
                f"device memory; TensorRT-LLM max_num_tokens {TRTLLM[0]}; LMDeploy "

@@ -25,6 +25,7 @@ from .memory import need_bytes, runtime_overhead_bytes
 from .ops import ATTENTION, MATMUL, VECTOR
 from .quantization import kv_dtype as norm_kv, weight_format
 from .roofline import capable_units, device_model, unit_request_proxy_s
+from .runtimes import first_token_from_decode
 from .units import GB
 
 
@@ -146,7 +147,6 @@ def sweep(models, hardware, formats=("fp16",), batches=(1,), prompts=(512,), out
     if runtime is not None:
         from .runtimes import load_runtime
         prof = load_runtime(runtime)
-    from .runtimes import first_token_from_decode
     first_decode = prof is not None and first_token_from_decode(prof.id)
 
     for name, vals in (("batch", batches), ("prompt", prompts), ("output", outputs)):

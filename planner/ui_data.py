@@ -28,6 +28,7 @@ from .architecture import ModelArch, from_hf_config, load_model
 from .efficiency import CALIBRATION_DIR, resolve_efficiency
 from .errors import PlannerError
 from .io import parse_json_text, parse_yaml_text
+from .memory import LMDEPLOY_CACHE_MAX_ENTRY_COUNT
 from .estimate import Estimate, estimate
 from .hardware import REPO_ROOT, HardwareSpec, load_hardware, parse_hardware
 from .ops import decode_ops
@@ -689,7 +690,7 @@ def launch_commands(m: ModelArch, weights: str, kv: str, tp: int, pp: int, max_n
     lm_fmt = LMDEPLOY_MODEL_FORMATS.get(weights)
     lm_kv = LMDEPLOY_QUANT_POLICY.get(kv)
     lm = [f"lmdeploy serve api_server {repo} --backend turbomind", f"--tp {tp}", f"--max-batch-size {max_num_seqs}",
-          f"--session-len {max_len}", "--cache-max-entry-count 0.8"] \
+          f"--session-len {max_len}", f"--cache-max-entry-count {LMDEPLOY_CACHE_MAX_ENTRY_COUNT:g}"] \
         + ([f"--quant-policy {lm_kv}"] if lm_kv else []) + ([f"--model-format {lm_fmt}"] if lm_fmt not in (None, "hf") else [])
     lm_notes = ([f"{weights} is not a TurboMind weight format (hf, awq, gptq)"] if lm_fmt is None else []) \
         + ([f"no {kv} KV cache in TurboMind (int8 / int4 via --quant-policy): the model's dtype"]

@@ -262,6 +262,10 @@ def test_lmdeploy_turbomind_pool_is_a_share_of_free_memory():
         estimate("llama-2-7b", "mi300x", engine="lmdeploy")
     with pytest.raises(PlannerError, match="no q8_0 KV cache"):
         estimate("llama-2-7b", "h100-sxm", kv_dtype="q8_0", engine="lmdeploy")
+    # its quantized caches are quant_policy 8 / 4 (int8 / int4); the refusal lists what it takes
+    with pytest.raises(PlannerError, match="no fp8 KV cache; allowed with --engine lmdeploy: fp32, fp16, bf16, int8, int4"):
+        estimate("llama-2-7b", "h100-sxm", kv_dtype="fp8", engine="lmdeploy")
+    assert estimate("llama-2-7b", "h100-sxm", kv_dtype="int4", engine="lmdeploy").memory.fits
 
 
 def test_llamacpp_device_buffers_match_its_logs():
