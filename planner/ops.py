@@ -58,6 +58,9 @@ class OpCost:
     score_bytes: np.ndarray | float = 0.0  # materialized score-matrix bytes inside act_bytes (module docstring)
     weight_format: str | None = None  # the op's weight storage format where it is not the model's (gpt-oss's
     #                                   routed experts stay mxfp4 under a bf16 model: expert_bytes_per_weight)
+    expert_width: float = 0.0  # routed-expert GEMMs: each expert's intermediate width on one device (the model's
+    #                            expert_intermediate_size, / TP under tensor parallelism); 0 for every other op
+    #                            (planner.regimes.grouped_width_efficiency)
 
     @property
     def bytes(self):
@@ -354,7 +357,8 @@ def step_ops(m: ModelArch, fmt: WeightFormat, kv_dtype: str, stage: str, batch, 
         if lp:  # LatentMoE: hidden -> latent before the routed experts, latent -> hidden after them
             ops.append(OpCost("moe_latent_proj", stage, nm, 2 * T * lp, lp * bpw, T * 2 * (h + w) * a))
         ops.append(OpCost("moe_experts", stage, nm, 2 * T * k * ep, touched * ep * expert_bytes_per_weight(m, fmt),
-                          T * k * (2 * w + 3 * Ie) * a, weight_format=expert_storage_format(m, fmt)))
+                          T * k * (2 * w + 3 * Ie) * a, weight_format=expert_storage_format(m, fmt),
+                          expert_width=float(Ie)))
         sp = m.shared_expert_params()
         if sp:
             ops.append(OpCost("moe_shared_experts", stage, nm, 2 * T * sp, sp * bpw, T * 3 * h * a))

@@ -27,8 +27,21 @@ GEMM (C[M x N] = A[M x K] B[K x N], M = tokens in the step, tiles tile_m x tile_
 Grouped GEMM for MoE experts (tokens routed to each expert form one small GEMM of M = tokens per expert):
   grouped_gemm_efficiency(t) = t / (ceil(t / tile_m) x tile_m)    with tile_m = 64 (CUTLASS/Triton grouped kernels
   pick 16-128; 64 is the common default)  -> 1 token per expert uses 1/64 of the tensor work it pays for.
-  and it computes at grouped_compute_ratio x the dense rate (median over the measured MoE tables of f_moe / f_dense,
-  0.78): t_c(expert GEMM) = flops / (peak x compute_fraction x grouped_compute_ratio), on every unit.
+  and it computes at grouped_compute_ratio x the dense rate (median over the measured whole-expert MoE tables of
+  f_moe / f_dense, 0.78): t_c(expert GEMM) = flops / (peak x compute_fraction x grouped_compute_ratio), on every
+  unit; on the units the fit applies to (gemm_regime_for), for an op that knows its expert width, at
+  grouped_wide_ratio x grouped_width_efficiency(w, P) instead (the width term below; grouped_wide_ratio 0.99: the
+  rate of unbounded width).
+  Expert width: tensor parallelism splits each expert's intermediate dimension, so a GPU's expert GEMMs are w =
+  expert_intermediate_size / TP wide (the N of the gate/up GEMM, the K of the down GEMM; expert parallelism keeps w
+  whole). Each tile then does less work for the same fixed time (prologue, epilogue, a short K loop), and a faster
+  GPU runs out of work per tile sooner:
+      grouped_width_efficiency(w, P) = w / (w + kappa x P),   P = the unit's dense peak of the GEMM dtype in TFLOP/s
+  kappa fitted to aiconfigurator's MoE tables with moe_tp 1-32 (GemmRegime.grouped_width_per_tflops: 0.7, i.e.
+  half rate at w = 693 on an H100, 1,575 on a B200, 253 on an L40S). Measured (TensorRT-LLM bf16, Qwen3-235B's
+  experts h 4,096 x I 1,536, 16,384 tokens): H100 0.64 of the peak at TP1 (w = 1,536), 0.36 at TP4 (384), 0.22 at
+  TP8 (192); B200 0.66 / 0.30 / 0.17; vLLM 0.24's Triton kernel on the H100 0.49 / 0.42 / 0.27 (not in the fit).
+  The fit lowers the median |log error| over the 20,115 MoE kernels from 0.199 to 0.124 (p90 0.76 -> 0.39).
 
 Decode attention (one query per sequence reads its whole KV cache):
   without split-KV the grid is batch x kv_heads CTAs; fewer CTAs than SMs leave bandwidth idle:
@@ -161,6 +174,15 @@ class GemmRegime(BaseModel):
         "compute rate of a grouped expert GEMM / that of a dense GEMM of the same dtype on the same GPU (median over "
         "the measured tables of each table's fitted MoE compute_fraction / dense compute_fraction): routing, the "
         "gather/scatter of tokens to their experts and irregular per-expert tiles"))
+    grouped_wide_ratio: float = Field(default=0.0, ge=0.0, le=1.0, description=(
+        "compute rate of a grouped expert GEMM of unbounded expert width / that of a dense GEMM (the MoE tables "
+        "fitted with the width term, every moe_tp; bf16): on the units the fit applies to (gemm_regime_for) the "
+        "expert GEMMs compute at this x grouped_width_efficiency instead of grouped_compute_ratio; 0 = no width "
+        "model"))
+    grouped_width_per_tflops: float = Field(default=0.0, ge=0.0, le=100.0, description=(
+        "kappa of grouped_width_efficiency: the expert width (per-GPU intermediate size) at which a grouped expert "
+        "GEMM reaches half its wide-expert rate, per TFLOP/s of the unit's peak in the GEMM dtype; 0 = no width "
+        "term"))
     launch_us: dict[str, float] = Field(default_factory=dict, description=(
         "GEMM dtype -> fixed time per GEMM launch in us (median over the measured GPUs of each table's t0): what a "
         "GEMM costs beyond its roofline however small it is"))
@@ -239,6 +261,27 @@ def grouped_compute_ratio() -> float:
     NVIDIA's kernels; applied to the expert GEMMs on every unit (no other vendor's MoE kernels are measured, and
     every MoE kernel routes, gathers and scatters its tokens)."""
     return regime_constants().gemm.grouped_compute_ratio
+
+
+def grouped_width_efficiency(width, peak_tflops, kappa: float):
+    """w / (w + kappa x P): the share of its wide-expert rate a grouped expert GEMM of per-GPU expert width w
+    (OpCost.expert_width) reaches on a unit of dense peak P TFLOP/s in the GEMM dtype (module docstring); 1 where the
+    width is not known (0) or kappa is 0. E.g. Qwen3-235B's experts (I = 1,536) at TP8 on an H100 (989 TFLOP/s bf16)
+    with kappa 0.5: 192 / (192 + 494.5) = 0.28."""
+    if width.__class__ in (float, int) and peak_tflops.__class__ in (float, int):  # one op: float arithmetic
+        if width <= 0.0 or kappa == 0.0:
+            return 1.0
+        return width / (width + kappa * peak_tflops)
+    w = np.asarray(width, dtype=np.float64)
+    h = kappa * np.asarray(peak_tflops, dtype=np.float64)
+    return np.where(w > 0, w / np.maximum(w + h, 1e-30), 1.0)
+
+
+def grouped_width_model() -> tuple[float, float]:
+    """The committed (GemmRegime.grouped_wide_ratio, grouped_width_per_tflops): the expert GEMM rate at unbounded
+    width and kappa of grouped_width_efficiency; (0, 0) where the fit has no width model."""
+    g = regime_constants().gemm
+    return (g.grouped_wide_ratio, g.grouped_width_per_tflops) if g.grouped_width_per_tflops > 0 else (0.0, 0.0)
 
 
 def weight_gemm_time_s(compute_s, memory_s, rows, gemm: GemmRegime, kernel_compute_s, grouped: bool = False):

@@ -22,7 +22,8 @@ from .hardware import DEQUANT_MATVEC_TOKENS, ComputeUnit, Efficiency, HardwareSp
 from .lazy import np
 from .ops import ATTENTION, MATMUL, VECTOR, OpCost
 from .quantization import WeightFormat, dequant_overhead_for, weight_format
-from .regimes import (GROUPED_GEMM_OPS, GemmRegime, fmax, gemm_regime_for, grouped_compute_ratio, kv_read_factor,
+from .regimes import (GROUPED_GEMM_OPS, GemmRegime, fmax, gemm_regime_for, grouped_compute_ratio,
+                      grouped_width_efficiency, grouped_width_model, kv_read_factor,
                       matmul_preferences, regime_constants, weight_gemm_time_s)
 from .replay import as_float
 from .units import GB, TERA, US
@@ -200,6 +201,12 @@ class DeviceModel:
     def eff_bandwidth_bytes_s(self) -> float:
         """effective_bandwidth_bytes_s: bandwidth x bandwidth_fraction, capped at sm_count x sm_bandwidth_gbs."""
         return effective_bandwidth_bytes_s(self.bandwidth_gbs, self.efficiency, self.sm_count)
+
+    @property
+    def matmul_peak_tflops(self) -> float:
+        """The unit's datasheet peak of the matmul dtype (TFLOP/s, after fp16-accumulate and mma.sync shares):
+        regimes.grouped_width_efficiency's P."""
+        return self.peak_tflops[MATMUL]
 
     @property
     def ridge_flop_per_byte(self) -> float:
@@ -440,9 +447,15 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
             peak = capped * matmul_peak_scale(rows, op_half, dequant_factor_at(
                 rows, dq if own is None else dev.own_format_dequant(own), dq_tile))
         grouped = weight_gemm and op.name in GROUPED_GEMM_OPS
-        if grouped:  # an expert GEMM computes at grouped_compute_ratio x the dense rate (planner.regimes)
-            grouped_rate = grouped_compute_ratio() if grouped_rate is None else grouped_rate
-            peak = peak * grouped_rate
+        if grouped:  # an expert GEMM computes at grouped_compute_ratio x the dense rate; where the regime applies,
+            # at grouped_wide_ratio x the width term of its per-device expert width (planner.regimes)
+            if grouped_rate is None:
+                grouped_rate, (wide, kappa) = grouped_compute_ratio(), grouped_width_model()
+            op_rate = grouped_rate
+            if wide > 0.0 and op_on and op.expert_width > 0.0:  # an op that knows its expert width
+                w_rate = wide * grouped_width_efficiency(op.expert_width, dev.matmul_peak_tflops, kappa)
+                op_rate = w_rate if op_applies is True else np.where(op_applies, w_rate, grouped_rate)
+            peak = peak * op_rate
         if op.compute == ATTENTION and op.kv_dtype in kv_dq:  # converting cached K/V costs compute time
             peak = peak / (1.0 + kv_dq[op.kv_dtype])
         t, c, m = roofline_time_s(op.flops, op_bytes(op, getattr(dev, "unit_dtypes", None), kv_copy, per_head,
@@ -450,7 +463,7 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
                                   bw * share if weight_gemm and not (share.__class__ is float and share == 1.0)
                                   else bw)
         if weight_gemm and op_on:  # tile padding and the ridge roll-off (planner.regimes)
-            kpeak = kernel_peak * grouped_rate if grouped else kernel_peak
+            kpeak = kernel_peak * op_rate if grouped else kernel_peak
             kernel_c = (op.flops / kpeak if op.flops.__class__ is float and kpeak.__class__ is float
                         else np.asarray(op.flops, dtype=np.float64) / kpeak)
             t_r, c_r = weight_gemm_time_s(c, m, rows, gemm_regime, kernel_c, grouped)

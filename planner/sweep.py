@@ -59,6 +59,7 @@ class _StackedDevice:
     mixed_input_unit: np.ndarray | bool = False  # per device (roofline.DeviceModel.mixed_input_unit)
     base_matmul_flops: np.ndarray | float = 0.0  # per device (roofline.DeviceModel.base_matmul_flops)
     devices: tuple = ()                          # the stacked DeviceModels (own_format_flops / own_format_dequant)
+    matmul_peak_tflops: np.ndarray | float = 0.0  # per device (roofline.DeviceModel.matmul_peak_tflops)
 
     def own_format_flops(self, name: str) -> np.ndarray:
         """roofline.DeviceModel.own_format_flops per device."""
@@ -100,7 +101,8 @@ def _stack(devs) -> _StackedDevice:
         _per_device([d.weight_bandwidth_share for d in devs], shape, 1.0),
         _per_device([d.mixed_input_share for d in devs], shape, 1.0),
         _per_device([d.mixed_input_unit for d in devs], shape, False),
-        np.array([d.base_matmul_flops for d in devs]).reshape(shape), tuple(devs))
+        np.array([d.base_matmul_flops for d in devs]).reshape(shape), tuple(devs),
+        np.array([d.matmul_peak_tflops for d in devs]).reshape(shape))
 
 
 def _devices_for(fmt, specs, prof, efficiency, P, O, full):

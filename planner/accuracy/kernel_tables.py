@@ -14,12 +14,15 @@ planner applies (planner.regimes.weight_gemm_time_s):
   t    = (t_c^p + t_m^p)^(1/p) + t0_sd                              regimes.ridge_rolloff_time
 
   dense GEMM (gemm_perf): flops = 2 M N K, bytes = b_in (M K + K N) + 2 M N (inputs at the dtype, bf16 out)
-  MoE (moe_perf, balanced routing, no TP/EP, gated SwiGLU experts, T tokens, E experts, top-k, hidden h, inter I):
+  MoE (moe_perf, balanced routing, no EP, moe_tp = t in 1..32, gated SwiGLU experts, T tokens, E experts, top-k,
+  hidden h, inter I; each GPU holds w = I / t of every expert):
       touched = E (1 - (1 - k/E)^T) (planner.ops.expected_distinct_experts), R = T k / touched,
-      flops = 2 T k 3 h I, bytes = b_in touched 3 h I + 4 T h
+      flops = 2 T k 3 h w, bytes = b_in touched 3 h w + 4 T h,
+      and the compute rate x grouped_width_efficiency(w, P / 1e12; kappa) = w / (w + kappa P / 1e12)
+      (planner.regimes: a fixed time per tile that a narrower expert does less work in)
 
 Shared constants (what the planner uses): tile_m and the ridge sharpness p from the dense tables, the grouped
-tile_m from the MoE tables at that p; each chosen on a grid by the median |log error| over all rows. Per table
+tile_m and kappa from the MoE tables at that p; each chosen on a grid by the median |log error| over all rows. Per table
 (nuisance, reported for provenance, not used at run time): f_sd (kernel share of the tensor peak), b_sd (share of
 the bandwidth), t0_sd (launch latency), fitted in log space by Levenberg-Marquardt (numpy only). For information
 the fit also reports the dense model with wave quantization over the SMs (regimes.wave_efficiency with tile_n), which
@@ -45,7 +48,8 @@ import numpy as np
 from ..errors import PlannerError
 from ..hardware import load_hardware
 from ..ops import expected_distinct_experts
-from ..regimes import decode_attention_efficiency, ridge_rolloff_time, tile_padding_efficiency, wave_efficiency
+from ..regimes import (decode_attention_efficiency, grouped_width_efficiency, ridge_rolloff_time,
+                       tile_padding_efficiency, wave_efficiency)
 
 PACKAGE = "aiconfigurator-core"
 # aiconfigurator system -> our spec id (systems whose spec lists an SM count)
@@ -57,6 +61,8 @@ VERSIONS = ("1.3.0rc20", "1.0.0")                           # first present per 
 SHAPES = (1024, 2048, 4096, 8192, 16384)                   # dense N and K kept (LLM layer sizes)
 MOE_KERNEL = "moe_torch_flow_cutlass"                       # gated (SwiGLU) experts
 TILE_M_GRID = (8, 16, 32, 64, 128, 256)
+KAPPA_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0, 1.25, 1.5)  # expert width per TFLOP/s (MoE)
+MOE_TP = (1, 2, 4, 8, 16, 32)                               # moe_tp_size values kept (no expert parallelism)
 TILE_N_GRID = (32, 64, 128, 256)
 P_GRID = (1.5, 2.0, 2.5, 3.0, 4.0, 6.0, 8.0)
 
@@ -113,24 +119,25 @@ def load_gemm_rows(files: dict[str, Path]):
     return pd.concat(parts, ignore_index=True)
 
 
-def load_moe_rows(files: dict[str, Path]):
-    """One DataFrame as load_gemm_rows for the MoE tables (balanced routing, moe_tp = moe_ep = 1, MOE_KERNEL);
-    rows = tokens per touched expert, n = 0 (no wave term)."""
+def load_moe_rows(files: dict[str, Path], tps: tuple[int, ...] = MOE_TP):
+    """One DataFrame as load_gemm_rows for the MoE tables (balanced routing, moe_ep = 1, moe_tp in `tps`,
+    MOE_KERNEL); rows = tokens per touched expert, n = 0 (no wave term), width = the per-GPU expert width I / tp."""
     import pandas as pd
     parts = []
     for system, path in files.items():
         d = _read(path)
-        d = d[(d["distribution"] == "balanced") & (d["moe_tp_size"] == 1) & (d["moe_ep_size"] == 1)
+        d = d[(d["distribution"] == "balanced") & d["moe_tp_size"].isin(list(tps)) & (d["moe_ep_size"] == 1)
               & (d["kernel_source"] == MOE_KERNEL) & d["moe_dtype"].isin(list(DTYPES))]
         if d.empty:
             continue
-        t, h, inter, k, e = (d[c].astype(float).to_numpy() for c in
-                             ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts"))
+        t, h, inter, k, e, tp = (d[c].astype(float).to_numpy() for c in
+                                 ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size"))
+        w = inter / tp
         touched = np.array([float(expected_distinct_experts(int(ei), int(ki), ti)) for ei, ki, ti in zip(e, k, t)])
         b_in = d["moe_dtype"].map(lambda x: DTYPES[x][1]).to_numpy()
         parts.append(pd.DataFrame({"system": system, "dtype": d["moe_dtype"].to_numpy(), "rows": t * k / touched,
-                                   "n": 0.0, "flops": 2 * t * k * 3 * h * inter,
-                                   "bytes": b_in * touched * 3 * h * inter + 4 * t * h,
+                                   "n": 0.0, "flops": 2 * t * k * 3 * h * w,
+                                   "bytes": b_in * touched * 3 * h * w + 4 * t * h, "width": w,
                                    "latency_ms": d["latency"].to_numpy()}))
     return pd.concat(parts, ignore_index=True)
 
@@ -149,6 +156,7 @@ class Table:
     peak: float
     bw: float
     sms: int
+    width: np.ndarray | None = None  # MoE: per-GPU expert width (grouped_width_efficiency); None for dense GEMMs
 
 
 def tables(df) -> list[Table]:
@@ -160,16 +168,21 @@ def tables(df) -> list[Table]:
         if peak_dtype not in unit.peak_tflops or unit.sm_count is None:
             continue
         col = {c: g[c].to_numpy(dtype=np.float64) for c in ("rows", "n", "flops", "bytes", "latency_ms")}
+        width = g["width"].to_numpy(dtype=np.float64) if "width" in g else None
         out.append(Table(system, dtype, col["rows"], col["n"], col["flops"], col["bytes"], col["latency_ms"] * 1e-3,
-                         unit.peak_tflops[peak_dtype] * 1e12, spec.memory.bandwidth_gbs * 1e9, unit.sm_count))
+                         unit.peak_tflops[peak_dtype] * 1e12, spec.memory.bandwidth_gbs * 1e9, unit.sm_count, width))
     return out
 
 
-def kernel_time_s(tb: Table, f: float, b: float, t0_s: float, tile_m: int, tile_n: int, p: float) -> np.ndarray:
-    """The module docstring's model; tile_n > 0 adds wave quantization (regimes.wave_efficiency)."""
+def kernel_time_s(tb: Table, f: float, b: float, t0_s: float, tile_m: int, tile_n: int, p: float,
+                  kappa: float = 0.0) -> np.ndarray:
+    """The module docstring's model; tile_n > 0 adds wave quantization (regimes.wave_efficiency), kappa > 0 the
+    expert-width term of a MoE table (regimes.grouped_width_efficiency)."""
     eff = tile_padding_efficiency(tb.rows, tile_m)
     if tile_n:
         eff = eff * wave_efficiency(tb.rows, tb.n, tb.sms, tile_m, tile_n)
+    if kappa and tb.width is not None:
+        eff = eff * grouped_width_efficiency(tb.width, tb.peak / 1e12, kappa)
     return ridge_rolloff_time(tb.flops / (tb.peak * f * eff), tb.bytes / (tb.bw * b), p) + t0_s
 
 
@@ -194,29 +207,32 @@ def _levenberg_marquardt(res, x0: np.ndarray, iters: int = 40) -> tuple[np.ndarr
     return x, r
 
 
-def _fit_table(tb: Table, tile_m: int, tile_n: int, p: float):
+def _fit_table(tb: Table, tile_m: int, tile_n: int, p: float, kappa: float = 0.0):
     """(f, b, t0_s, log residuals): Levenberg-Marquardt on log(pred / measured), x = (logit f, logit b, log t0)."""
     def unpack(x):
         x = np.clip(x, -30.0, 30.0)
         return 1 / (1 + np.exp(-x[0])), 1 / (1 + np.exp(-x[1])), np.exp(x[2])
 
-    x, r = _levenberg_marquardt(lambda x: np.log(kernel_time_s(tb, *unpack(x), tile_m, tile_n, p) / tb.t_s),
+    x, r = _levenberg_marquardt(lambda x: np.log(kernel_time_s(tb, *unpack(x), tile_m, tile_n, p, kappa) / tb.t_s),
                                 np.array([1.4, 1.4, np.log(3e-6)]))  # f = b = 0.8, t0 = 3 us
     f, b, t0 = unpack(x)
     return float(f), float(b), float(t0), r
 
 
-def fit_shape(tbs: list[Table], grid: list[tuple[int, int, float]]) -> dict:
-    """The grid point (tile_m, tile_n, p) with the lowest median |log error| over all rows of all tables, each
-    table with its own (f, b, t0); with the residual summary and the per-table nuisance fits."""
+def fit_shape(tbs: list[Table], grid: list[tuple]) -> dict:
+    """The grid point (tile_m, tile_n, p[, kappa]) with the lowest median |log error| over all rows of all tables,
+    each table with its own (f, b, t0); with the residual summary and the per-table nuisance fits."""
     best = None
-    for tile_m, tile_n, p in grid:
-        fits = [_fit_table(tb, tile_m, tile_n, p) for tb in tbs]
+    for point in grid:
+        tile_m, tile_n, p, kappa = (tuple(point) + (0.0,))[:4]
+        fits = [_fit_table(tb, tile_m, tile_n, p, kappa) for tb in tbs]
         err = np.abs(np.concatenate([r for *_, r in fits]))
         if best is None or np.median(err) < best[0]:
-            best = (float(np.median(err)), (tile_m, tile_n, p), fits, err)
-    score, (tile_m, tile_n, p), fits, err = best
-    return {"tile_m": int(tile_m), "tile_n": int(tile_n), "ridge_sharpness": float(p), "rows": int(len(err)),
+            best = (float(np.median(err)), (tile_m, tile_n, p, kappa), fits, err)
+    score, (tile_m, tile_n, p, kappa), fits, err = best
+    return {"tile_m": int(tile_m), "tile_n": int(tile_n), "ridge_sharpness": float(p),
+            **({"grouped_width_per_tflops": float(kappa)} if any(len(g) > 3 for g in grid) else {}),
+            "rows": int(len(err)),
             "median_abs_log_error": round(score, 4), "p90_abs_log_error": round(float(np.quantile(err, 0.9)), 4),
             "tables": {f"{tb.system}/{tb.dtype}": {
                 "rows": int(len(tb.t_s)), "compute_fraction": round(fc, 4), "bandwidth_fraction": round(bf, 4),
@@ -228,9 +244,13 @@ def _summary(res: dict) -> dict:
     return {k: res[k] for k in ("rows", "median_abs_log_error", "p90_abs_log_error")}
 
 
-def fit_all(gemm_tbs: list[Table], moe_tbs: list[Table]) -> dict:
+def fit_all(gemm_tbs: list[Table], moe_tbs: list[Table], moe_tp1_tbs: list[Table] | None = None) -> dict:
     """Dense: tile_m and p (the planner's model); the plain roofline (max(), no tiles) and the wave variant for
-    comparison. MoE: the grouped tile_m at the dense p."""
+    comparison. MoE ("moe"): the grouped tile_m at the dense p from the whole-expert tables (moe_tp 1: the
+    tokens-per-expert dimension; moe_tp1_tbs, default moe_tbs); then ("moe_width") the expert-width kappa at that
+    tile over every moe_tp (the width dimension), and for comparison the same rows without the width term (kappa 0).
+    Tile and kappa fitted at once leave the tile unidentified (median |log error| 0.117 at 8 rows, 0.124 at 64: the
+    per-table launch time takes up the difference)."""
     dense = fit_shape(gemm_tbs, [(tm, 0, p) for tm in TILE_M_GRID for p in P_GRID])
     p = dense["ridge_sharpness"]
     plain = fit_shape(gemm_tbs, [(1, 0, 64.0)])
@@ -238,7 +258,10 @@ def fit_all(gemm_tbs: list[Table], moe_tbs: list[Table]) -> dict:
     out = {"gemm": dense, "gemm_plain_roofline": _summary(plain),
            "gemm_with_waves": {"tile_m": wave["tile_m"], "tile_n": wave["tile_n"], **_summary(wave)}}
     if moe_tbs:
-        out["moe"] = fit_shape(moe_tbs, [(tm, 0, p) for tm in TILE_M_GRID])
+        out["moe"] = fit_shape(moe_tp1_tbs or moe_tbs, [(tm, 0, p) for tm in TILE_M_GRID])
+        tile = out["moe"]["tile_m"]
+        out["moe_width"] = fit_shape(moe_tbs, [(tile, 0, p, kp) for kp in KAPPA_GRID])
+        out["moe_width_without_width"] = _summary(fit_shape(moe_tbs, [(tile, 0, p, 0.0)]))
         out["moe_plain_roofline"] = _summary(fit_shape(moe_tbs, [(1, 0, 64.0)]))
     return out
 
@@ -333,9 +356,10 @@ def sha256(path: Path) -> str:
 
 def grouped_compute_ratio(res: dict) -> float | None:
     """Share of a dense GEMM's compute rate that the grouped expert GEMM of the same GPU and dtype reaches: the
-    median over the tables measured both ways of f_moe / f_dense (each table's fitted compute_fraction), or None
-    without MoE tables. E.g. h100_sxm bf16: 0.6371 / 0.814 = 0.78. Routing, the gather/scatter of tokens to their
-    experts and the irregular per-expert tiles cost compute time that tile padding alone does not explain."""
+    median over the tables measured both ways of f_moe / f_dense (each table's fitted compute_fraction, whole
+    experts: moe_tp 1), or None without MoE tables. E.g. h100_sxm bf16: 0.6371 / 0.814 = 0.78. Routing, the
+    gather/scatter of tokens to their experts and the irregular per-expert tiles cost compute time that tile padding
+    alone does not explain."""
     moe = res.get("moe", {}).get("tables", {})
     dense = res["gemm"]["tables"]
     ratios = [v["compute_fraction"] / dense[k]["compute_fraction"] for k, v in moe.items()
@@ -343,10 +367,28 @@ def grouped_compute_ratio(res: dict) -> float | None:
     return round(float(np.median(ratios)), 4) if ratios else None
 
 
+WIDE_RATIO_DTYPE = "bfloat16"  # the dtype grouped_wide_ratio compares in (below)
+
+
+def grouped_wide_ratio(res: dict) -> float | None:
+    """The same share for an expert GEMM of unbounded width: the MoE f of the width fit ("moe_width", every moe_tp,
+    the compute rate x grouped_width_efficiency) over the dense f, the median over the WIDE_RATIO_DTYPE tables; None
+    without it. E.g. h100_sxm bf16: 0.8067 / 0.814 = 0.99. Compared in bf16 only: the dense fp8 tables' f (0.49-0.59:
+    per-tensor activation scaling in each GEMM) is the fp8 cost the engines' own fp8 fractions already carry, so an
+    fp8 ratio (1.2-2.0) would count it twice."""
+    moe = res.get("moe_width", {}).get("tables", {})
+    dense = res["gemm"]["tables"]
+    ratios = [v["compute_fraction"] / dense[k]["compute_fraction"] for k, v in moe.items()
+              if k.endswith("/" + WIDE_RATIO_DTYPE) and k in dense and dense[k]["compute_fraction"] > 0
+              and v["compute_fraction"] > 0]
+    return round(float(np.median(ratios)), 4) if ratios else None
+
+
 def fit_regimes_document(gemm_files: dict[str, Path], moe_files: dict[str, Path], attention_files: dict[str, Path],
                          version: str, root: Path | None = None) -> dict:
     """The regimes.yaml document: fitted constants with their provenance."""
-    res = fit_all(tables(load_gemm_rows(gemm_files)), tables(load_moe_rows(moe_files)) if moe_files else [])
+    res = fit_all(tables(load_gemm_rows(gemm_files)), tables(load_moe_rows(moe_files)) if moe_files else [],
+                  tables(load_moe_rows(moe_files, (1,))) if moe_files else [])
     att = fit_attention(load_attention_tables(attention_files)) if attention_files else None
     if att is not None:
         res["decode_attention"] = att
@@ -366,12 +408,15 @@ def fit_regimes_document(gemm_files: dict[str, Path], moe_files: dict[str, Path]
     if "bf16" in kernel_fraction:
         kernel_fraction["fp16"] = kernel_fraction["bf16"]
         launch_us["fp16"] = launch_us["bf16"]
-    grouped_ratio = grouped_compute_ratio(res)
+    grouped_ratio, wide_ratio = grouped_compute_ratio(res), grouped_wide_ratio(res)
     vendors = sorted({load_hardware(SYSTEMS[s]).vendor.lower() for s in gemm_files})
     doc = {"gemm": {"tile_m": res["gemm"]["tile_m"], "ridge_sharpness": res["gemm"]["ridge_sharpness"],
                     "grouped_tile_m": res["moe"]["tile_m"] if "moe" in res else res["gemm"]["tile_m"],
                     "kernel_compute_fraction": kernel_fraction, "vendors": vendors, "launch_us": launch_us,
-                    **({"grouped_compute_ratio": grouped_ratio} if grouped_ratio is not None else {})},
+                    **({"grouped_compute_ratio": grouped_ratio} if grouped_ratio is not None else {}),
+                    **({"grouped_wide_ratio": wide_ratio,
+                        "grouped_width_per_tflops": res["moe_width"]["grouped_width_per_tflops"]}
+                       if wide_ratio is not None else {})},
            **({"decode_attention": {"split_kv_chunk": att["split_kv_chunk"], "ctas_per_sm": att["ctas_per_sm"]}}
               if att is not None else {}),
            "provenance": {
@@ -380,13 +425,17 @@ def fit_regimes_document(gemm_files: dict[str, Path], moe_files: dict[str, Path]
                "gemm_files": files(gemm_files), "moe_files": files(moe_files),
                "attention_files": files(attention_files),
                "selection": f"backend {BACKEND}; dtypes {sorted(DTYPES)}; dense N and K in {list(SHAPES)}, every M; "
-                            f"MoE {MOE_KERNEL}, balanced routing, moe_tp = moe_ep = 1; decode attention: window 0, "
+                            f"MoE {MOE_KERNEL}, balanced routing, moe_ep = 1, moe_tp in {list(MOE_TP)}; decode "
+                            "attention: window 0, "
                             f"head_dim 128, heads <= 8 x kv_heads, context >= {MIN_CONTEXT}",
                "model": "t = ((flops / (P f tile_padding_efficiency(R, tile_m)))^p + (bytes / (BW b))^p)^(1/p) + t0; "
-                        "tile_m, p (dense) and grouped_tile_m (MoE) shared, f, b, t0 per table "
+                        "grouped_tile_m from the moe_tp 1 tables; then over every moe_tp the MoE compute rate x "
+                        "w / (w + kappa P / 1e12), w = inter / moe_tp; tile_m, p (dense), grouped_tile_m and kappa "
+                        "(MoE) shared, f, b, t0 per table "
                         "(planner/accuracy/kernel_tables.py); decode attention: t = bytes / (BW b "
                         "decode_attention_efficiency(batch, kv_heads, context, SMs; chunk, ctas_per_sm)) + t0",
                "grid": {"tile_m": list(TILE_M_GRID), "ridge_sharpness": list(P_GRID),
+                        "grouped_width_per_tflops": list(KAPPA_GRID),
                         "split_kv_chunk": list(CHUNK_GRID), "ctas_per_sm": list(CTAS_PER_SM_GRID)},
                "fit": res,
                "fitted": _dt.date.today().isoformat(),

@@ -38,7 +38,8 @@ from ..architecture import load_model
 from ..hardware import DATASHEET_EFFICIENCY, load_hardware
 from ..ops import ATTENTION, MATMUL, step_ops
 from ..quantization import dequant_overhead_for, weight_format
-from ..regimes import (GROUPED_GEMM_OPS, grouped_compute_ratio, kv_read_factor, regime_constants,
+from ..regimes import (GROUPED_GEMM_OPS, grouped_compute_ratio, grouped_width_efficiency, grouped_width_model,
+                       kv_read_factor, regime_constants,
                        weight_gemm_time_s)
 from ..roofline import (dequant_factor_at, device_model, effective_bandwidth_bytes_s, fp16_accumulate_peak,
                         gemm_rows, is_weight_only_quantized, kv_passes, select_unit, unit_gemm_regime)
@@ -250,6 +251,7 @@ class Design:
     #                          launch_s then hold its 16-bit regime's)
     own_wo: np.ndarray       # bool: a weight GEMM stored in a weight-only format of its own (OpCost.weight_format,
     #                          gpt-oss's mxfp4 experts under bf16): the regime only where `mixed` and the engine's flag
+    width: np.ndarray        # per-device expert width of a grouped expert GEMM (OpCost.expert_width), 0 elsewhere
 
     def subset(self, mask_rows: np.ndarray) -> "Design":
         """The design restricted to rows where mask_rows is True (rows renumbered 0..k-1)."""
@@ -263,7 +265,8 @@ class Design:
                       self.row_ops[idx], self.row_steps[idx], self.measured_time_s[idx], self.work[idx],
                       self.comm_s[idx], self.regime[keep], self.grouped[keep],
                       self.kernel_peak[keep], self.kv_copy_bytes[keep], self.launch_s[keep], self.sm[keep],
-                      self.matmul[keep], self.sync_share[keep], self.mixed[keep], self.own_wo[keep])
+                      self.matmul[keep], self.sync_share[keep], self.mixed[keep], self.own_wo[keep],
+                      self.width[keep])
 
 
 SERVED_MODES = ("single", "queue", "burst")  # TTFT modes of runs through an engine's HTTP server (serving_rows.py)
@@ -325,7 +328,7 @@ def build_design(df) -> Design:
         dev_tdp[i] = spec.power.tdp_w if spec.power else 0.0
     parts = {k: [] for k in ("row", "weight", "flops", "bytes", "rows_gemm", "gemm", "peak", "peak_acc16", "bw", "tdp_w",
                                      "fmt", "regime", "grouped", "kernel_peak", "kv_copy_bytes", "launch_s", "sm",
-                                     "matmul", "sync_share", "mixed", "own_wo")}
+                                     "matmul", "sync_share", "mixed", "own_wo", "width")}
     row_ops = np.zeros(n)
     for (model, weights, kv, flash, stage, tp, hw, per_head, same), items in steps_by_group.items():
         arr = np.array(items, dtype=np.float64)
@@ -381,13 +384,15 @@ def build_design(df) -> Design:
             # roofline.DeviceModel.mixed_input_unit: dev_sm, or dev_mixed for a weight-only model format)
             parts["mixed"].append((dev_mixed[ri] if own is None else (dev_sm[ri] | dev_mixed[ri]) & own_wo) & is_gemm)
             parts["own_wo"].append(np.full(size, own_wo and is_gemm))
+            parts["width"].append(np.full(size, float(op.expert_width)))
             np.add.at(row_ops, ri, w * op.count)
     cat = {k: np.concatenate(v) for k, v in parts.items()}
     return Design(n, cat["row"], cat["weight"], cat["flops"], cat["bytes"], cat["rows_gemm"], cat["gemm"].astype(bool),
                   cat["peak"], cat["peak_acc16"], cat["bw"], cat["tdp_w"], cat["fmt"], row_ops, row_steps, meas, work, comm,
                   cat["regime"].astype(bool), cat["grouped"].astype(bool),
                   cat["kernel_peak"], cat["kv_copy_bytes"], cat["launch_s"], cat["sm"],
-                  cat["matmul"].astype(bool), cat["sync_share"], cat["mixed"].astype(bool), cat["own_wo"].astype(bool))
+                  cat["matmul"].astype(bool), cat["sync_share"], cat["mixed"].astype(bool), cat["own_wo"].astype(bool),
+                  cat["width"])
 
 
 
@@ -414,14 +419,21 @@ def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
     if tile is not None and np.any(tile > 0):
         dqf = dequant_factor_at(d.rows_gemm, dqf, tile[r])
     scale = np.where(d.gemm, d.rows_gemm / np.maximum(d.rows_gemm + half, 1e-30) / dqf, 1.0)
-    peak = np.where(params["fp16_accumulate"][r] > 0, d.peak_acc16, d.peak) * cf
+    unit_peak = np.where(params["fp16_accumulate"][r] > 0, d.peak_acc16, d.peak)
     sync = params.get("sync_mma")  # Efficiency.sync_mma: mma.sync kernels reach the unit's mma_sync_share
     share = np.where(sync[r] > 0, d.sync_share, 1.0) if sync is not None and np.any(sync > 0) else 1.0
-    peak = peak * share
+    unit_peak = unit_peak * share  # the unit's rate in the op's dtype (roofline.DeviceModel.peak_tflops)
+    peak = unit_peak * cf
     cap = d.tdp_w * params["matmul_tflops_per_watt"][r] * 1e12
     peak = np.where(d.gemm & (cap > 0), np.minimum(peak, np.where(cap > 0, cap, np.inf)), peak)
-    # expert GEMMs compute at regimes.grouped_compute_ratio() x the dense rate (both the engine's and the tiles')
-    grouped_rate = np.where(d.grouped, grouped_compute_ratio(), 1.0)
+    # expert GEMMs compute at regimes.grouped_compute_ratio() x the dense rate, where the regime applies at
+    # grouped_wide_ratio x the width term of their per-device expert width (regimes.grouped_width_efficiency; both
+    # the engine's and the tiles')
+    wide, kappa = grouped_width_model()
+    flat = grouped_compute_ratio()
+    if wide > 0.0:
+        flat = np.where(on & (d.width > 0), wide * grouped_width_efficiency(d.width, unit_peak / 1e12, kappa), flat)
+    grouped_rate = np.where(d.grouped, flat, 1.0)
     comp = d.flops / (peak * scale * grouped_rate)
     nbytes = d.bytes
     if "kv_cache_copy" in params and np.any(params["kv_cache_copy"] > 0):  # Efficiency.kv_cache_copy (roofline.op_bytes)

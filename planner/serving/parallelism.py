@@ -4,7 +4,9 @@ Tensor parallelism of degree t (Megatron-LM, Shoeybi et al. 2019, arXiv:1909.080
 heads and the vocabulary (embedding, LM head) are split t ways, so each GPU runs 1/t of the flops and reads 1/t of
 the weights. KV heads split t ways too, but never below one head per GPU: with g KV heads a GPU holds
 max(1, g/t) of them (t > g replicates heads, as vLLM does); an MLA latent cache is replicated on every GPU.
-Norms are replicated. Activation traffic is taken as split t ways (the replicated input read of a column-parallel
+Norms are replicated. A routed expert's intermediate dimension splits t ways too (vLLM's and SGLang's FusedMoE,
+TensorRT-LLM's moe_tp without expert parallelism), so its GEMMs are 1/t as wide (OpCost.expert_width,
+planner.regimes.grouped_width_efficiency). Activation traffic is taken as split t ways (the replicated input read of a column-parallel
 GEMM is small next to its weight read). Per layer, two all-reduces (after attention and after the MLP; one where
 the two run in parallel from the same input and add into one residual, GPT-J and Falcon) of
 T x hidden x 2 bytes (T tokens in the step), each timed as a ring all-reduce (Patarasuk & Yuan 2009):
@@ -232,7 +234,7 @@ def split_ops(ops: list[OpCost], m, tp: int) -> list[OpCost]:
             op, flops=op.flops / tp, weight_bytes=op.weight_bytes / tp, act_bytes=op.act_bytes / tp,
             score_bytes=op.score_bytes / tp,
             kv_read_bytes=op.kv_read_bytes / kv_div, kv_write_bytes=op.kv_write_bytes / kv_div,
-            kv_group=g, kv_passes=g if op.kv_passes > 1 else 1.0))
+            kv_group=g, kv_passes=g if op.kv_passes > 1 else 1.0, expert_width=op.expert_width / tp))
     return out
 
 

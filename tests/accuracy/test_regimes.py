@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import pytest
 
 from planner import regimes
@@ -215,6 +218,82 @@ def test_expert_gemm_computes_at_the_grouped_ratio_of_the_dense_rate():
     dev = device_model(amd, amd.units[0], weight_format("bf16"), eff)
     (te,), (td,) = time_ops([expert], dev), time_ops([dense], dev)
     assert float(te.compute_s) == pytest.approx(float(td.compute_s) / r, rel=1e-9)
+
+
+def test_grouped_width_efficiency_by_hand():
+    """w / (w + kappa x P): Qwen3-235B's experts (I = 1,536) on an H100 SXM (989.4 TFLOP/s bf16), kappa 0.7:
+    whole (TP1) 1,536 / (1,536 + 692.58) = 0.6892; at TP8 (w = 192) 192 / 884.58 = 0.2171, 0.315 of the TP1 rate
+    (the measured TensorRT-LLM table: 0.222 / 0.639 = 0.347). A slower GPU loses less: an L40S (362.05 TFLOP/s)
+    at TP8 192 / (192 + 253.4) = 0.431. Width 0 (not known) or kappa 0: 1."""
+    assert regimes.grouped_width_efficiency(1536.0, 989.4, 0.7) == pytest.approx(1536 / (1536 + 692.58), rel=1e-12)
+    assert regimes.grouped_width_efficiency(192.0, 989.4, 0.7) == pytest.approx(0.21705, rel=1e-4)
+    assert regimes.grouped_width_efficiency(192.0, 362.05, 0.7) == pytest.approx(0.43105, rel=1e-4)
+    assert regimes.grouped_width_efficiency(0.0, 989.4, 0.7) == 1.0
+    assert regimes.grouped_width_efficiency(192.0, 989.4, 0.0) == 1.0
+    arr = regimes.grouped_width_efficiency(np.array([0.0, 192.0, 1536.0]), np.array([989.4, 989.4, 989.4]), 0.7)
+    assert arr == pytest.approx([1.0, 0.21705, 0.68923], rel=1e-4)
+
+
+def test_committed_width_model_comes_from_the_width_fit():
+    """regimes.yaml grouped_wide_ratio = the width fit's MoE f over the dense f, median over the bf16 tables
+    (kernel_tables.grouped_wide_ratio on the committed provenance); kappa is the fit's; the width fit beats the same
+    rows without the width term by far (median |log error| 0.124 vs 0.199)."""
+    from planner.accuracy.kernel_tables import grouped_wide_ratio
+
+    c = regimes.regime_constants()
+    fit = c.provenance["fit"]
+    assert grouped_wide_ratio(fit) == pytest.approx(c.gemm.grouped_wide_ratio, abs=1e-4)
+    assert c.gemm.grouped_width_per_tflops == fit["moe_width"]["grouped_width_per_tflops"] == pytest.approx(0.7)
+    assert fit["moe_width"]["median_abs_log_error"] < fit["moe_width_without_width"]["median_abs_log_error"] - 0.05
+    assert regimes.grouped_width_model() == (c.gemm.grouped_wide_ratio, c.gemm.grouped_width_per_tflops)
+
+
+def test_expert_gemm_width_term_where_the_regime_applies():
+    """A compute-bound bf16 expert GEMM of per-GPU width 192 (OpCost.expert_width) on an H100 SXM, engine fraction
+    0.7: t_c = flops / (989.4e12 x 0.7 x grouped_wide_ratio x 192 / (192 + 0.7 x 989.4)); the same op at width
+    1,536 computes 3.18x as fast. On an MI300X (no fitted regime) the flat grouped ratio applies whatever
+    the width."""
+    from planner.hardware import Efficiency, load_hardware
+    from planner.ops import OpCost
+    from planner.quantization import weight_format
+    from planner.roofline import device_model, time_ops
+
+    wide, kappa = regimes.grouped_width_model()
+    flops, nbytes = 2 * 8192 * 8 * 3 * 4096 * 192, 128 * 3 * 4096 * 192 * 2
+    eff = Efficiency(bandwidth_fraction=0.8, compute_fraction=0.7)
+    spec = load_hardware("h100-sxm")
+    dev = device_model(spec, spec.units[0], weight_format("bf16"), eff)
+    narrow = OpCost("moe_experts", "prefill", 1, flops, nbytes, 0.0, expert_width=192.0)
+    broad = OpCost("moe_experts", "prefill", 1, flops, nbytes, 0.0, expert_width=1536.0)
+    (tn,), (tb,) = time_ops([narrow], dev), time_ops([broad], dev)
+    g = 192 / (192 + kappa * 989.4)
+    t_c, t_m = flops / (989.4e12 * 0.7 * wide * g), nbytes / (3350e9 * 0.8)
+    assert float(tn.time_s) == pytest.approx((t_c ** 2.5 + t_m ** 2.5) ** 0.4, rel=1e-9)
+    t_cb = flops / (989.4e12 * 0.7 * wide * 1536 / (1536 + kappa * 989.4))
+    assert float(tb.time_s) == pytest.approx((t_cb ** 2.5 + t_m ** 2.5) ** 0.4, rel=1e-9)
+    assert t_c / t_cb == pytest.approx(3.1754, rel=1e-4)
+    amd = load_hardware("mi300x")
+    dev = device_model(amd, amd.units[0], weight_format("bf16"), eff)
+    (ta,), (ta0,) = time_ops([narrow], dev), time_ops([dataclasses.replace(narrow, expert_width=0.0)], dev)
+    assert float(ta.compute_s) == float(ta0.compute_s)
+    assert float(ta.compute_s) == pytest.approx(flops / (1307.4e12 * 0.7 * regimes.grouped_compute_ratio()), rel=1e-9)
+
+
+def test_tensor_parallelism_narrows_the_experts_and_expert_parallelism_does_not():
+    """Qwen3-235B-A22B (expert_intermediate_size 1,536): the moe_experts op is 1,536 wide on one GPU, 192 per GPU
+    under TP8 (parallelism.split_ops); every other op has no width."""
+    from planner.architecture import load_model
+    from planner.ops import step_ops
+    from planner.quantization import weight_format
+    from planner.serving.parallelism import split_ops
+
+    m = load_model("qwen3-235b-a22b")
+    ops = step_ops(m, weight_format("bf16"), "bf16", "prefill", 1, 512, 0)
+    (moe,) = [o for o in ops if o.name == "moe_experts"]
+    assert moe.expert_width == m.moe.expert_intermediate_size == 1536
+    assert all(o.expert_width == 0.0 for o in ops if o.name != "moe_experts")
+    (moe8,) = [o for o in split_ops(ops, m, 8) if o.name == "moe_experts"]
+    assert moe8.expert_width == 192.0
 
 
 def test_weight_only_formats_take_the_regime_only_under_mixed_input_kernels():
