@@ -284,6 +284,21 @@ def grouped_width_model() -> tuple[float, float]:
     return (g.grouped_wide_ratio, g.grouped_width_per_tflops) if g.grouped_width_per_tflops > 0 else (0.0, 0.0)
 
 
+def expert_gemm_rate(width, peak_tflops, applies):
+    """Share of the dense rate a grouped expert GEMM computes at (module docstring): grouped_wide_ratio x
+    grouped_width_efficiency(width, peak_tflops) where the fitted regime applies (`applies`: a bool, or one per op
+    instance / stacked device) and the op knows its per-device expert width (> 0), else the flat
+    grouped_compute_ratio. roofline.time_ops and the fit's predict_time_s both take their expert rate from here."""
+    flat = grouped_compute_ratio()
+    wide, kappa = grouped_width_model()
+    if wide <= 0.0:
+        return flat
+    if width.__class__ in (float, int) and getattr(applies, "ndim", 0) == 0:  # one op (a bool or a numpy bool)
+        return wide * grouped_width_efficiency(width, peak_tflops, kappa) if applies and width > 0 else flat
+    use = np.asarray(applies, dtype=bool) & (np.asarray(width, dtype=np.float64) > 0)
+    return np.where(use, wide * grouped_width_efficiency(width, peak_tflops, kappa), flat)
+
+
 def weight_gemm_time_s(compute_s, memory_s, rows, gemm: GemmRegime, kernel_compute_s, grouped: bool = False):
     """Time of a weight GEMM on a unit the committed fit applies to (gemm_regime_for):
 

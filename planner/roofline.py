@@ -22,8 +22,7 @@ from .hardware import DEQUANT_MATVEC_TOKENS, ComputeUnit, Efficiency, HardwareSp
 from .lazy import np
 from .ops import ATTENTION, MATMUL, VECTOR, OpCost
 from .quantization import WeightFormat, dequant_overhead_for, weight_format
-from .regimes import (GROUPED_GEMM_OPS, GemmRegime, fmax, gemm_regime_for, grouped_compute_ratio,
-                      grouped_width_efficiency, grouped_width_model, kv_read_factor,
+from .regimes import (GROUPED_GEMM_OPS, GemmRegime, expert_gemm_rate, fmax, gemm_regime_for, kv_read_factor,
                       matmul_preferences, regime_constants, weight_gemm_time_s)
 from .replay import as_float
 from .units import GB, TERA, US
@@ -427,7 +426,6 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
     wshare = getattr(dev, "weight_bandwidth_share", 1.0)  # mixed-input weight-only GEMMs (Efficiency field)
     mshare = getattr(dev, "mixed_input_share", 1.0)  # the same for an op stored in another weight-only format
     munit = getattr(dev, "mixed_input_unit", False)  # a bool, or 0/1 per stacked device
-    grouped_rate = None  # read on the first expert GEMM only (a dense model's estimate never loads regimes.yaml for it)
     out = []
     for op in ops:
         own = op.weight_format  # an op stored in a format of its own (gpt-oss's experts): its bytes and kernels
@@ -447,14 +445,10 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
             peak = capped * matmul_peak_scale(rows, op_half, dequant_factor_at(
                 rows, dq if own is None else dev.own_format_dequant(own), dq_tile))
         grouped = weight_gemm and op.name in GROUPED_GEMM_OPS
-        if grouped:  # an expert GEMM computes at grouped_compute_ratio x the dense rate; where the regime applies,
-            # at grouped_wide_ratio x the width term of its per-device expert width (planner.regimes)
-            if grouped_rate is None:
-                grouped_rate, (wide, kappa) = grouped_compute_ratio(), grouped_width_model()
-            op_rate = grouped_rate
-            if wide > 0.0 and op_on and op.expert_width > 0.0:  # an op that knows its expert width
-                w_rate = wide * grouped_width_efficiency(op.expert_width, dev.matmul_peak_tflops, kappa)
-                op_rate = w_rate if op_applies is True else np.where(op_applies, w_rate, grouped_rate)
+        if grouped:  # an expert GEMM computes at a share of the dense rate: grouped_compute_ratio, or where the
+            # regime applies the width term of its per-device expert width (planner.regimes.expert_gemm_rate)
+            op_rate = expert_gemm_rate(op.expert_width, dev.matmul_peak_tflops,
+                                       op_applies if op_on else False)
             peak = peak * op_rate
         if op.compute == ATTENTION and op.kv_dtype in kv_dq:  # converting cached K/V costs compute time
             peak = peak / (1.0 + kv_dq[op.kv_dtype])

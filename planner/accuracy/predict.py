@@ -38,9 +38,7 @@ from ..architecture import load_model
 from ..hardware import DATASHEET_EFFICIENCY, load_hardware
 from ..ops import ATTENTION, MATMUL, step_ops
 from ..quantization import dequant_overhead_for, weight_format
-from ..regimes import (GROUPED_GEMM_OPS, grouped_compute_ratio, grouped_width_efficiency, grouped_width_model,
-                       kv_read_factor, regime_constants,
-                       weight_gemm_time_s)
+from ..regimes import GROUPED_GEMM_OPS, expert_gemm_rate, kv_read_factor, regime_constants, weight_gemm_time_s
 from ..roofline import (dequant_factor_at, device_model, effective_bandwidth_bytes_s, fp16_accumulate_peak,
                         gemm_rows, is_weight_only_quantized, kv_passes, select_unit, unit_gemm_regime)
 from ..units import GB, GIB, TERA
@@ -429,11 +427,7 @@ def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
     # expert GEMMs compute at regimes.grouped_compute_ratio() x the dense rate, where the regime applies at
     # grouped_wide_ratio x the width term of their per-device expert width (regimes.grouped_width_efficiency; both
     # the engine's and the tiles')
-    wide, kappa = grouped_width_model()
-    flat = grouped_compute_ratio()
-    if wide > 0.0:
-        flat = np.where(on & (d.width > 0), wide * grouped_width_efficiency(d.width, unit_peak / 1e12, kappa), flat)
-    grouped_rate = np.where(d.grouped, flat, 1.0)
+    grouped_rate = np.where(d.grouped, expert_gemm_rate(d.width, unit_peak / 1e12, on), 1.0)
     comp = d.flops / (peak * scale * grouped_rate)
     nbytes = d.bytes
     if "kv_cache_copy" in params and np.any(params["kv_cache_copy"] > 0):  # Efficiency.kv_cache_copy (roofline.op_bytes)

@@ -248,6 +248,21 @@ def test_committed_width_model_comes_from_the_width_fit():
     assert regimes.grouped_width_model() == (c.gemm.grouped_wide_ratio, c.gemm.grouped_width_per_tflops)
 
 
+def test_expert_gemm_rate_chooses_the_width_model_only_where_it_applies():
+    """regimes.expert_gemm_rate, the one rule roofline.time_ops and the fit's predict_time_s share: grouped_wide_ratio
+    x w / (w + kappa P) where the regime applies and the width is known, the flat grouped_compute_ratio otherwise;
+    per element for arrays."""
+    wide, kappa = regimes.grouped_width_model()
+    flat = regimes.grouped_compute_ratio()
+    g = 192 / (192 + kappa * 989.4)
+    assert regimes.expert_gemm_rate(192.0, 989.4, True) == pytest.approx(wide * g, rel=1e-12)
+    assert regimes.expert_gemm_rate(192.0, 989.4, False) == flat
+    assert regimes.expert_gemm_rate(0.0, 989.4, True) == flat
+    assert regimes.expert_gemm_rate(192.0, 989.4, np.True_) == pytest.approx(wide * g, rel=1e-12)
+    arr = regimes.expert_gemm_rate(np.array([192.0, 192.0, 0.0]), 989.4, np.array([True, False, True]))
+    assert arr == pytest.approx([wide * g, flat, flat], rel=1e-12)
+
+
 def test_expert_gemm_width_term_where_the_regime_applies():
     """A compute-bound bf16 expert GEMM of per-GPU width 192 (OpCost.expert_width) on an H100 SXM, engine fraction
     0.7: t_c = flops / (989.4e12 x 0.7 x grouped_wide_ratio x 192 / (192 + 0.7 x 989.4)); the same op at width
