@@ -109,6 +109,15 @@ def _sm_capped(e: Estimate) -> bool:
             < r.bandwidth_gbs * e.efficiency.bandwidth_fraction * (1 - 1e-9))
 
 
+# planner.ops names of the weight GEMMs that are not routed experts (explain: the experts' share beside theirs)
+DENSE_WEIGHT_GEMMS = ("qkv_proj", "o_proj", "mlp", "moe_shared_experts")
+
+
+def _compute_share(ops, peak_tflops: float) -> float:
+    """flops / (compute time x peak) over the ops' OpReports (flops and compute_ms are already x count)."""
+    return sum(o.flops for o in ops) / (sum(o.compute_ms for o in ops) / 1e3) / (peak_tflops * 1e12)
+
+
 def explain(e: Estimate) -> dict:
     """Share of the datasheet peaks each predicted phase implies (planner.roofline.implied_shares): prefill over
     its flops and bytes, one mean decode step over its ops' flops and bytes; per device under tensor parallelism."""
@@ -119,6 +128,12 @@ def explain(e: Estimate) -> dict:
     if p.latency_ms:
         c, b = implied_shares(p.flops, p.bytes, p.latency_ms / 1e3, r.peak_tflops["matmul"], r.bandwidth_gbs)
         out["prefill"] = {"compute_share": c, "bandwidth_share": b}
+        experts = [o for o in p.ops if o.name == "moe_experts" and o.compute_ms > 0]
+        if experts:  # a MoE model: its routed-expert GEMMs' own share beside the other weight GEMMs'
+            others = [o for o in p.ops if o.name in DENSE_WEIGHT_GEMMS and o.compute_ms > 0]
+            out["prefill"]["expert_gemm_compute_share"] = _compute_share(experts, r.peak_tflops["matmul"])
+            out["prefill"]["other_gemm_compute_share"] = (_compute_share(others, r.peak_tflops["matmul"])
+                                                          if others else None)
     if d.latency_ms_per_token:
         flops = sum(o.flops for o in d.ops)  # OpReport.flops is already x count
         c, b = implied_shares(flops, d.bytes_per_step, d.latency_ms_per_token / 1e3, r.peak_tflops["matmul"],
@@ -146,6 +161,12 @@ def explain_text(e: Estimate) -> str:
         if phase in x:
             lines.append(f"  {phase:8s} compute {x[phase]['compute_share'] * 100:5.1f}%   bandwidth "
                          f"{x[phase]['bandwidth_share'] * 100:5.1f}%")
+    if (xs := x.get("prefill", {}).get("expert_gemm_compute_share")) is not None:
+        other = x["prefill"].get("other_gemm_compute_share")
+        lines.append(f"  prefill's routed-expert GEMMs compute at {xs * 100:.1f}% of the peak"
+                     + (f", its other weight GEMMs at {other * 100:.1f}%" if other is not None else "")
+                     + (f" (tensor parallelism splits each expert {e.tp} ways: narrower grouped GEMMs, "
+                        "planner/regimes.py grouped_width_efficiency)" if e.tp > 1 else "") + ".")
     lines.append("  A measurement slower than predicted reaches proportionally less: measured/predicted x these.")
     if note := mixed_input_note(e):
         lines.append("  " + note)
