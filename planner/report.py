@@ -109,8 +109,9 @@ def _sm_capped(e: Estimate) -> bool:
             < r.bandwidth_gbs * e.efficiency.bandwidth_fraction * (1 - 1e-9))
 
 
-# planner.ops names of the weight GEMMs that are not routed experts (explain: the experts' share beside theirs)
-DENSE_WEIGHT_GEMMS = ("qkv_proj", "o_proj", "mlp", "moe_shared_experts")
+# weight ops explain leaves out of "the other weight GEMMs": the routed experts themselves, the embedding gather and
+# the last position's LM head
+NOT_OTHER_GEMMS = ("moe_experts", "embedding", "lm_head")
 
 
 def _compute_share(ops, peak_tflops: float) -> float:
@@ -130,7 +131,7 @@ def explain(e: Estimate) -> dict:
         out["prefill"] = {"compute_share": c, "bandwidth_share": b}
         experts = [o for o in p.ops if o.name == "moe_experts" and o.compute_ms > 0]
         if experts:  # a MoE model: its routed-expert GEMMs' own share beside the other weight GEMMs'
-            others = [o for o in p.ops if o.name in DENSE_WEIGHT_GEMMS and o.compute_ms > 0]
+            others = [o for o in p.ops if o.weight_bytes > 0 and o.name not in NOT_OTHER_GEMMS and o.compute_ms > 0]
             out["prefill"]["expert_gemm_compute_share"] = _compute_share(experts, r.peak_tflops["matmul"])
             out["prefill"]["other_gemm_compute_share"] = (_compute_share(others, r.peak_tflops["matmul"])
                                                           if others else None)

@@ -255,17 +255,9 @@ def test_lmdeploy_turbomind_pool_is_a_share_of_free_memory():
     assert mb.blocks == int(mb.kv_pool_bytes // block)
     assert mb.max_concurrency == pytest.approx(mb.blocks / 16)  # 1,024 tokens = 16 blocks
     assert mb.kv_cache_bytes == 16 * block and mb.fits
-    # its own fraction through the same setting; TurboMind is CUDA-only and has no llama.cpp cache formats
+    # its own fraction through the same setting (its refusals: test_engines_refuse_devices_and_kv_caches_...)
     half = plan_memory(m, f, "fp16", 1, 1000, 24, spec, "lmdeploy", EngineSettings(gpu_memory_utilization=0.5))
     assert half.kv_pool_bytes == pytest.approx(0.5 * (cap - W_7B - act - ovh))
-    with pytest.raises(PlannerError, match="NVIDIA GPUs only"):
-        estimate("llama-2-7b", "mi300x", engine="lmdeploy")
-    with pytest.raises(PlannerError, match="no q8_0 KV cache"):
-        estimate("llama-2-7b", "h100-sxm", kv_dtype="q8_0", engine="lmdeploy")
-    # its quantized caches are quant_policy 8 / 4 (int8 / int4); the refusal lists what it takes
-    with pytest.raises(PlannerError, match="no fp8 KV cache; allowed with --engine lmdeploy: fp32, fp16, bf16, int8, int4"):
-        estimate("llama-2-7b", "h100-sxm", kv_dtype="fp8", engine="lmdeploy")
-    assert estimate("llama-2-7b", "h100-sxm", kv_dtype="int4", engine="lmdeploy").memory.fits
 
 
 def test_llamacpp_device_buffers_match_its_logs():
@@ -525,13 +517,19 @@ def test_engines_refuse_devices_and_kv_caches_they_do_not_have():
     from planner.errors import PlannerError
 
     # TensorRT-LLM builds CUDA engines only; vLLM and SGLang have fp8 but no int8 / llama.cpp block caches;
-    # llama.cpp's -ctk/-ctv take f16, bf16, q8_0, q4_0 (and others), not fp8
-    with pytest.raises(PlannerError, match="trtllm runs on NVIDIA GPUs only, not apple-m2"):
-        estimate("llama-3-8b", "apple-m2", engine="trtllm")
-    with pytest.raises(PlannerError, match="vllm has no q4_0 KV cache"):
-        estimate("llama-3-8b", "h100-sxm", kv_dtype="q4_0", engine="vllm")
-    with pytest.raises(PlannerError, match="llamacpp has no fp8 KV cache"):
-        estimate("llama-3-8b", "h100-sxm", kv_dtype="fp8", engine="llamacpp")
+    # llama.cpp's -ctk/-ctv take f16, bf16, q8_0, q4_0 (and others), not fp8; TurboMind is CUDA-only and its
+    # quantized caches are quant_policy 8 / 4 (int8 / int4), the refusal listing what it takes
+    refused = [("llama-3-8b", "apple-m2", "fp16", "trtllm", "trtllm runs on NVIDIA GPUs only, not apple-m2"),
+               ("llama-3-8b", "h100-sxm", "q4_0", "vllm", "vllm has no q4_0 KV cache"),
+               ("llama-3-8b", "h100-sxm", "fp8", "llamacpp", "llamacpp has no fp8 KV cache"),
+               ("llama-2-7b", "mi300x", "fp16", "lmdeploy", "lmdeploy runs on NVIDIA GPUs only, not mi300x"),
+               ("llama-2-7b", "h100-sxm", "q8_0", "lmdeploy", "lmdeploy has no q8_0 KV cache"),
+               ("llama-2-7b", "h100-sxm", "fp8", "lmdeploy",
+                "no fp8 KV cache; allowed with --engine lmdeploy: fp32, fp16, bf16, int8, int4")]
+    for model, hw, kv, engine, message in refused:
+        with pytest.raises(PlannerError, match=message):
+            estimate(model, hw, kv_dtype=kv, engine=engine)
     assert estimate("llama-3-8b", "h100-sxm", kv_dtype="int8", engine="trtllm").memory.fits
     assert estimate("llama-3-8b", "mi300x", kv_dtype="fp8", engine="vllm").memory.fits
     assert estimate("llama-3-8b", "apple-m2", "q4_0", kv_dtype="q8_0", engine="llamacpp").memory.fits
+    assert estimate("llama-2-7b", "h100-sxm", kv_dtype="int4", engine="lmdeploy").memory.fits
