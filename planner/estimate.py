@@ -295,6 +295,7 @@ class EfficiencyReport(_Out):
     kv_cache_copy: bool = False  # the runtime copies its KV cache every decode step (Efficiency.kv_cache_copy)
     kv_read_per_query_head: bool = False  # decode attention reads the cache once per query head (Efficiency field)
     score_bytes_factor: float = 1.0  # bytes moved per byte of a materialized score matrix (Efficiency field)
+    kv_reread_share: float = 1.0  # DRAM cost of a decode attention's extra K/V passes (Efficiency field)
     sm_bandwidth_gbs: float = 0.0  # bandwidth one SM sustains (Efficiency.sm_bandwidth_gbs), 0 = no cap
     source: str
 

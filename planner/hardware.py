@@ -282,6 +282,15 @@ class Efficiency(_Frozen):
         "writes them in fp16 before converting and converts them back to fp16 for the values GEMM: 24 bytes per "
         "score against 8, 3.0; on Metal the F32 scores feed the values kernel directly: 16 bytes, 2.0. Only "
         "matters without flash attention"))
+    kv_reread_share: float = Field(1.0, gt=0.0, le=8.0, allow_inf_nan=False, description=(
+        "DRAM cost of each pass after the first that a decode attention op makes over a K/V head (a materialized "
+        "attention's broadcast matmul, or a kernel with one CTA per query head: one pass per query head of the "
+        "group), as a share of the first pass: below 1 where the head's slice stays in L2 between the passes of "
+        "its query heads, above 1 where the extra passes run slower than a plain read (planner/roofline.py "
+        "kv_passes: passes = 1 + (query heads per K/V head - 1) x this). Fitted per engine and hardware class "
+        "from its decode rows (planner/accuracy/fit.py): llama.cpp without flash attention on NVIDIA GPUs "
+        "(xiongjiedai/GPU-Benchmarks-on-LLM-Inference, tg512-8192) reads far less than four passes of Llama-3-8B's "
+        "cache. 1 = every pass from DRAM"))
     sync_mma: bool = Field(False, description=(
         "the runtime's tensor-core kernels are warp-level mma.sync kernels with no wgmma path (llama.cpp's CUDA "
         "backend: its MMQ and flash-attention kernels; its 16-bit cuBLAS path measures the same, reports/accuracy.md): "

@@ -84,7 +84,10 @@ def estimate_text(e: Estimate) -> str:
            if e.weights in e.efficiency.format_compute_fraction else "")
         + (f" ({e.efficiency.format_compute_fraction[e.expert_weights]:.2f} for the {e.expert_weights} expert GEMMs)"
            if e.expert_weights in e.efficiency.format_compute_fraction else "")
-        + (f", {dq_text}" if (dq_text := dequant_cost_text(e.efficiency, e.weights)) else "") + ", "
+        + (f", {dq_text}" if (dq_text := dequant_cost_text(e.efficiency, e.weights)) else "")
+        + (f", decode attention's extra K/V passes at {e.efficiency.kv_reread_share:.2f} of a DRAM pass"
+           if e.efficiency.kv_reread_share != 1.0 and (not e.flash_attention or e.efficiency.kv_read_per_query_head)
+           else "") + ", "
         f"{e.efficiency.kernel_overhead_us:g} us/op, {e.efficiency.step_overhead_ms:g} ms/step  [{e.efficiency.source}]",
     ]
     if _sm_capped(e):

@@ -411,6 +411,7 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
     kv_copy = getattr(dev.efficiency, "kv_cache_copy", False)  # a bool, or 0/1 per stacked device
     per_head = getattr(dev.efficiency, "kv_read_per_query_head", False)  # the same
     score_factor = getattr(dev.efficiency, "score_bytes_factor", 1.0)  # a float, or one per stacked device
+    reread = getattr(dev.efficiency, "kv_reread_share", 1.0)  # the same
     if kv_copy.__class__ not in _PLAIN and kv_copy.__class__ is not bool and not kv_copy.any():
         # stacked devices (an array: the class test reads no numpy on the one-device path), none copies its cache
         kv_copy = False  # op_bytes adds 2 x 0 x the KV read: the same bytes
@@ -453,7 +454,7 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
         if op.compute == ATTENTION and op.kv_dtype in kv_dq:  # converting cached K/V costs compute time
             peak = peak / (1.0 + kv_dq[op.kv_dtype])
         t, c, m = roofline_time_s(op.flops, op_bytes(op, getattr(dev, "unit_dtypes", None), kv_copy, per_head,
-                                                     score_factor), peak,
+                                                     score_factor, reread), peak,
                                   bw * share if weight_gemm and not (share.__class__ is float and share == 1.0)
                                   else bw)
         if weight_gemm and op_on:  # tile padding and the ridge roll-off (planner.regimes)
@@ -481,29 +482,43 @@ def _any_positive(x) -> bool:
     return x > 0 if x.__class__ in (float, int) else bool(np.any(np.asarray(x) > 0))
 
 
-def kv_passes(op: OpCost, per_query_head=False):
+def kv_passes(op: OpCost, per_query_head=False, reread_share=1.0):
     """Passes an attention op makes over the cached K/V it reads: op.kv_passes (a materialized attention: one per
     query head), or op.kv_group for a decode op of a runtime whose fused decode kernel gives each query head its
     own pass (Efficiency.kv_read_per_query_head: one CTA per query head, as TensorRT-LLM's masked MHA where XQA does
-    not apply and vLLM's paged_attention v1/v2 do). per_query_head: a bool, or one 0/1 per stacked device."""
+    not apply and vLLM's paged_attention v1/v2 do). A decode op's passes after the first cost reread_share of a
+    pass each (Efficiency.kv_reread_share: below 1 where the K/V head's slice stays in L2 between the passes of its
+    query heads):
+
+        passes = 1 + (p - 1) x reread_share,  p = the passes above
+
+    (Llama-3-8B without flash attention, p = 32 / 8 = 4: 1 + 3 x 0.5 = 2.5 passes from DRAM at a share of 0.5).
+    per_query_head, reread_share: scalars, or one value per stacked device."""
     if op.stage != "decode" or op.kv_group == 1.0:
         return op.kv_passes
     if per_query_head.__class__ is bool or per_query_head.__class__ in _PLAIN:
-        return op.kv_group if per_query_head else op.kv_passes
-    return np.where(np.asarray(per_query_head) > 0, op.kv_group, op.kv_passes)
+        p = op.kv_group if per_query_head else op.kv_passes
+    else:
+        p = np.where(np.asarray(per_query_head) > 0, op.kv_group, op.kv_passes)
+    if reread_share.__class__ in _PLAIN and reread_share == 1.0:
+        return p
+    if reread_share.__class__ in _PLAIN and p.__class__ in _PLAIN:
+        return 1.0 + (p - 1.0) * float(reread_share)
+    return 1.0 + (np.asarray(p, dtype=np.float64) - 1.0) * np.asarray(reread_share, dtype=np.float64)
 
 
 def op_bytes(op: OpCost, unit_dtypes, kv_cache_copy=False, per_query_head=False,
-             score_factor=1.0) -> np.ndarray | float:
-    """Bytes an op costs in bandwidth time: op.bytes, with the KV read taken kv_passes times and scaled by
+             score_factor=1.0, reread_share=1.0) -> np.ndarray | float:
+    """Bytes an op costs in bandwidth time: op.bytes, with the KV read taken kv_passes times (a decode op's extra
+    passes at reread_share each, Efficiency.kv_reread_share) and scaled by
     regimes.kv_read_factor where the unit converts the cache format in the kernel (fp8 KV on a unit without fp8
     math), plus 2 x the KV read of a decode op where the runtime copies its cache every step (Efficiency.kv_cache_copy:
     torch.cat reads the old cache and writes the new one), plus (score_factor - 1) x the op's materialized score
-    bytes (Efficiency.score_bytes_factor). kv_cache_copy, per_query_head, score_factor: a scalar, or one value per
-    device of a stacked sweep device."""
+    bytes (Efficiency.score_bytes_factor). kv_cache_copy, per_query_head, score_factor, reread_share: a scalar, or
+    one value per device of a stacked sweep device."""
     f = kv_read_factor(unit_dtypes, op.kv_dtype) if (unit_dtypes and op.kv_dtype) else 1.0
     copy = 2.0 * kv_cache_copy if op.stage == "decode" else 0.0
-    passes = kv_passes(op, per_query_head) if op.kv_dtype else 1.0
+    passes = kv_passes(op, per_query_head, reread_share) if op.kv_dtype else 1.0
     sb = op.score_bytes
     if (sb.__class__ in _PLAIN and sb == 0.0) or (score_factor.__class__ in _PLAIN and score_factor == 1.0):
         extra = 0.0

@@ -17,6 +17,10 @@ parameters the roofline uses (planner/roofline.py):
                         rows hold two such formats (vLLM on ROCm: fp8 and bf16 GEMMs run different kernels)
   sm_bandwidth_gbs      bandwidth one SM sustains in the engine's memory-bound kernels (Little's law): effective
                         bandwidth = min(bandwidth x bandwidth_fraction, SMs x this); 0 = no cap (llama.cpp CUDA ~9)
+  kv_reread_share       DRAM cost of each pass after the first that a decode attention op makes over a K/V head
+                        (a materialized attention's broadcast matmul, a kernel with one CTA per query head):
+                        passes = 1 + (query heads per K/V head - 1) x this; llama.cpp without flash attention
+                        ~0.4 on NVIDIA GPUs (the L2 holds the head between passes), ~1.8 on Apple GPUs; 1 elsewhere
   weight_only_regime    not fitted: the engine's weight-only quantized GEMMs are Marlin-style mixed-input kernels
                         (vLLM, SGLang, TGI), so they take the 16-bit GEMM regime curve with the format's bytes
   sync_mma              not fitted: the engine's tensor-core kernels are warp-level mma.sync ones (llama.cpp), so

@@ -38,6 +38,7 @@ class _StackedEfficiency:
     kv_cache_copy: np.ndarray | bool = False  # 0/1 per device (Efficiency.kv_cache_copy)
     kv_read_per_query_head: np.ndarray | bool = False  # 0/1 per device (Efficiency.kv_read_per_query_head)
     score_bytes_factor: np.ndarray | float = 1.0  # per device (Efficiency.score_bytes_factor)
+    kv_reread_share: np.ndarray | float = 1.0  # per device (Efficiency.kv_reread_share)
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,8 @@ def _stack(devs) -> _StackedDevice:
                             for k in {k for d in devs for k in d.efficiency.kv_dequant_overhead}},
                            np.array([float(d.efficiency.kv_cache_copy) for d in devs]).reshape(shape),
                            _per_device([d.efficiency.kv_read_per_query_head for d in devs], shape, False),
-                           _per_device([d.efficiency.score_bytes_factor for d in devs], shape, 1.0)),
+                           _per_device([d.efficiency.score_bytes_factor for d in devs], shape, 1.0),
+                           _per_device([d.efficiency.kv_reread_share for d in devs], shape, 1.0)),
         devs[0].bytes_per_weight, np.array([d.dequant_factor for d in devs]).reshape(shape),
         np.array([d.matmul_cap_flops for d in devs]).reshape(shape),
         next((d.gemm_regime for d in devs if d.gemm_regime is not None), None),

@@ -194,6 +194,7 @@ def _eff_dict(eff) -> dict:
     v["dequant_tile_tokens"] = int(eff.dequant_tile_tokens)
     v["weight_only_regime"] = bool(eff.weight_only_regime)
     v["weight_only_bandwidth_share"] = float(eff.weight_only_bandwidth_share)
+    v["kv_reread_share"] = float(eff.kv_reread_share)
     return v
 
 
@@ -326,7 +327,8 @@ def loso_intervals(df, log_ratio: np.ndarray, level: np.ndarray):
 
 EFF_KEYS = ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kernel_overhead_us", "step_overhead_ms",
             "matmul_tflops_per_watt", "fp16_accumulate", "sync_mma", "dequant_overhead", "sm_bandwidth_gbs",
-            "format_compute_fraction", "dequant_tile_tokens", "weight_only_regime", "weight_only_bandwidth_share")
+            "format_compute_fraction", "dequant_tile_tokens", "weight_only_regime", "weight_only_bandwidth_share",
+            "kv_reread_share")
 
 # HF transformers eager has no published row in the data; its parameters are physical estimates (documented):
 # an eager HF Llama decoder layer launches ~55 kernels per step (fp32 RMSNorm decomposed into pow/mean/rsqrt/mul,
@@ -604,7 +606,8 @@ def build_profiles(df, d: Design, res, today: str | None = None) -> dict:
                          "x (R + compute_half_rows) / R x (1 + dequant_overhead[format] x ceil(R / "
                          "dequant_tile_tokens) / R where a tile is set), bytes / (bandwidth x "
                          "bandwidth_fraction)) + kernel_overhead_us per op + step_overhead_ms per step (+ TP "
-                         "all-reduces); fp16_accumulate is set from the engine's code, not fitted",
+                         "all-reduces), a decode attention's K/V passes after the first at kv_reread_share of a "
+                         "pass each; fp16_accumulate is set from the engine's code, not fitted",
             }})
     return out
 

@@ -4,7 +4,9 @@ Rows the data's own caveats call anomalous are never fitted.
 Parameters per (runtime, class) (see planner/runtimes.py): bandwidth_fraction, compute_fraction,
 compute_half_rows, kernel_overhead_us, step_overhead_ms, dequant_overhead per weight-only quantized format
 present, a compute fraction per other weight format where two or more have enough rows (own_fraction_formats),
-and sm_bandwidth_gbs (the bandwidth one SM sustains, roofline.effective_bandwidth_bytes_s). The SM cap is
+sm_bandwidth_gbs (the bandwidth one SM sustains, roofline.effective_bandwidth_bytes_s), and where some decode
+attention op of the rows makes more than one pass over a K/V head, kv_reread_share (the DRAM cost of each pass after
+the first, roofline.kv_passes; log space, prior centre 1). The SM cap is
 a model choice made by the data: the class is fitted without it and with it, and it is kept only when it binds on
 some row and lowers the objective by more than the BIC price of one parameter (2 x gain / RESIDUAL_SD^2 > ln n);
 otherwise sm_bandwidth_gbs = 0 (no cap), so an engine whose kernels saturate memory gets no arbitrary cap that
@@ -37,7 +39,11 @@ PRIOR = {"bandwidth_fraction": 0.80, "compute_fraction": 0.70, "compute_half_row
          "weight_only_bandwidth_share": 0.8,
          # GB/s per SM where the cap is tried: binding on HBM parts (A100 18.9, H100 SXM 25.4 datasheet GB/s per SM),
          # not on GDDR ones (RTX 4090 7.9); the fit moves it where the rows say
-         "sm_bandwidth_gbs": 10.0}
+         "sm_bandwidth_gbs": 10.0,
+         # a decode attention's K/V passes after the first (roofline.kv_passes): each from DRAM; fitted only where
+         # the engine's rows make such passes
+         "kv_reread_share": 1.0}
+KV_REREAD_MAX = 8.0  # Efficiency.kv_reread_share's upper bound
 POWER_STARTS = (0.3, 1.0, 5.0)  # TFLOP/s per W
 # The sustained-power cap on GEMMs (tdp_w x matmul_tflops_per_watt) is not fitted any more (issue 11): TFLOP/s per
 # watt differs by a factor 3-4 between GPU generations (A100 0.78, H100 1.41, B200 2.25 dense fp16 TFLOP/s per W),
@@ -69,13 +75,16 @@ class _Problem:
         # the mixed-input share is a parameter only where some row runs such a GEMM (else: the prior centre)
         self.wo_share = bool(np.any(d.mixed & (np.broadcast_to(np.asarray(weight_only_regime, dtype=np.float64),
                                                                (d.n_rows,))[d.row] > 0)))
+        # the re-read share is a parameter only where some decode attention op makes more than one pass
+        self.reread = bool(np.any(d.kv_reread > 0))
         self.x0 = np.array([_logit(PRIOR["bandwidth_fraction"]), _logit(PRIOR["compute_fraction"]),
                             np.log(PRIOR["compute_half_rows"]), np.log(PRIOR["kernel_overhead_us"]),
                             np.log(PRIOR["step_overhead_ms"]), np.log(PRIOR["matmul_tflops_per_watt"]),
                             np.log(PRIOR["sm_bandwidth_gbs"])]
                            + [np.log(PRIOR["dequant"])] * len(formats)
                            + [_logit(PRIOR["compute_fraction"])] * len(self.frac_formats)
-                           + [_logit(PRIOR["weight_only_bandwidth_share"])] * self.wo_share)
+                           + [_logit(PRIOR["weight_only_bandwidth_share"])] * self.wo_share
+                           + [np.log(PRIOR["kv_reread_share"])] * self.reread)
 
     @property
     def unused(self) -> set[int]:
@@ -93,6 +102,9 @@ class _Problem:
         v["format_compute_fraction"] = {f: float(_sigmoid(x[k + i])) for i, f in enumerate(self.frac_formats)}
         v["weight_only_bandwidth_share"] = (float(_sigmoid(x[k + len(self.frac_formats)])) if self.wo_share
                                             else PRIOR["weight_only_bandwidth_share"])
+        k_re = k + len(self.frac_formats) + self.wo_share
+        v["kv_reread_share"] = (float(min(np.exp(x[k_re]), KV_REREAD_MAX)) if self.reread
+                                else PRIOR["kv_reread_share"])
         v["fp16_accumulate"] = bool(np.all(self.fp16_accumulate))
         v["sync_mma"] = bool(np.all(self.sync_mma))
         v["weight_only_regime"] = bool(np.all(self.weight_only_regime))
@@ -108,6 +120,7 @@ class _Problem:
         p["dequant_tile_tokens"] = np.broadcast_to(np.asarray(self.dequant_tile, dtype=np.float64), (n,))
         p["weight_only_regime"] = np.broadcast_to(np.asarray(self.weight_only_regime, dtype=np.float64), (n,))
         p["weight_only_bandwidth_share"] = np.full(n, v["weight_only_bandwidth_share"])
+        p["kv_reread_share"] = np.full(n, v["kv_reread_share"])
         dq = np.array([v["dequant_overhead"][f] for f in self.formats] + [0.0])
         p["dequant_factor"] = 1.0 + dq[self.fmt_idx]
         if self.frac_formats:
@@ -225,6 +238,7 @@ def predict_with(d: Design, v: dict) -> np.ndarray:
     p["dequant_tile_tokens"] = np.full(n, float(v.get("dequant_tile_tokens", 0)))
     p["weight_only_regime"] = np.full(n, float(v.get("weight_only_regime", False)))
     p["weight_only_bandwidth_share"] = np.full(n, float(v.get("weight_only_bandwidth_share", 1.0)))
+    p["kv_reread_share"] = np.full(n, float(v.get("kv_reread_share", 1.0)))
     dq = v.get("dequant_overhead") or {}
     p["dequant_factor"] = np.array([1.0 + dequant_overhead_for(dq, f)[0] for f in d.fmt])
     fcf = v.get("format_compute_fraction") or {}

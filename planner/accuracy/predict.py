@@ -250,6 +250,8 @@ class Design:
     own_wo: np.ndarray       # bool: a weight GEMM stored in a weight-only format of its own (OpCost.weight_format,
     #                          gpt-oss's mxfp4 experts under bf16): the regime only where `mixed` and the engine's flag
     width: np.ndarray        # per-device expert width of a grouped expert GEMM (OpCost.expert_width), 0 elsewhere
+    kv_reread: np.ndarray    # bytes of a decode attention op's K/V passes after the first (roofline.kv_passes), which
+    #                          cost Efficiency.kv_reread_share of a pass each (`bytes` holds them at 1)
 
     def subset(self, mask_rows: np.ndarray) -> "Design":
         """The design restricted to rows where mask_rows is True (rows renumbered 0..k-1)."""
@@ -264,7 +266,7 @@ class Design:
                       self.comm_s[idx], self.regime[keep], self.grouped[keep],
                       self.kernel_peak[keep], self.kv_copy_bytes[keep], self.launch_s[keep], self.sm[keep],
                       self.matmul[keep], self.sync_share[keep], self.mixed[keep], self.own_wo[keep],
-                      self.width[keep])
+                      self.width[keep], self.kv_reread[keep])
 
 
 SERVED_MODES = ("single", "queue", "burst")  # TTFT modes of runs through an engine's HTTP server (serving_rows.py)
@@ -326,7 +328,7 @@ def build_design(df) -> Design:
         dev_tdp[i] = spec.power.tdp_w if spec.power else 0.0
     parts = {k: [] for k in ("row", "weight", "flops", "bytes", "rows_gemm", "gemm", "peak", "peak_acc16", "bw", "tdp_w",
                                      "fmt", "regime", "grouped", "kernel_peak", "kv_copy_bytes", "launch_s", "sm",
-                                     "matmul", "sync_share", "mixed", "own_wo", "width")}
+                                     "matmul", "sync_share", "mixed", "own_wo", "width", "kv_reread")}
     row_ops = np.zeros(n)
     for (model, weights, kv, flash, stage, tp, hw, per_head, same), items in steps_by_group.items():
         arr = np.array(items, dtype=np.float64)
@@ -343,11 +345,16 @@ def build_design(df) -> Design:
             size = len(ri)
             flops = np.broadcast_to(np.asarray(op.flops, dtype=np.float64), (size,))
             nbytes = np.broadcast_to(np.asarray(op.bytes, dtype=np.float64), (size,))
+            reread = np.zeros(size)
             if op.kv_dtype:  # per-row unit: KV conversion where the unit lacks the cache format, and the passes
-                # over the cache (materialized attention; a per-query-head decode kernel): roofline.op_bytes
-                f = np.array([kv_read_factor(dev_dtypes[i], op.kv_dtype) for i in ri]) * kv_passes(op, per_head)
+                # over the cache (materialized attention; a per-query-head decode kernel): roofline.op_bytes, each
+                # pass at 1 here; a decode op's passes after the first apart in kv_reread (kv_reread_share, fitted)
+                conv = np.array([kv_read_factor(dev_dtypes[i], op.kv_dtype) for i in ri])
+                passes = kv_passes(op, per_head)
                 kv_read = np.broadcast_to(np.asarray(op.kv_read_bytes, dtype=np.float64), (size,))
-                nbytes = nbytes + (f - 1.0) * kv_read
+                nbytes = nbytes + (conv * passes - 1.0) * kv_read
+                if op.stage == "decode":
+                    reread = conv * (passes - 1.0) * kv_read
             if np.any(np.asarray(op.score_bytes) > 0):  # a wider or converted score matrix (roofline.op_bytes)
                 sb = np.broadcast_to(np.asarray(op.score_bytes, dtype=np.float64), (size,))
                 nbytes = nbytes + (dev_score[ri] - 1.0) * sb
@@ -383,6 +390,7 @@ def build_design(df) -> Design:
             parts["mixed"].append((dev_mixed[ri] if own is None else (dev_sm[ri] | dev_mixed[ri]) & own_wo) & is_gemm)
             parts["own_wo"].append(np.full(size, own_wo and is_gemm))
             parts["width"].append(np.full(size, float(op.expert_width)))
+            parts["kv_reread"].append(reread)
             np.add.at(row_ops, ri, w * op.count)
     cat = {k: np.concatenate(v) for k, v in parts.items()}
     return Design(n, cat["row"], cat["weight"], cat["flops"], cat["bytes"], cat["rows_gemm"], cat["gemm"].astype(bool),
@@ -390,7 +398,7 @@ def build_design(df) -> Design:
                   cat["regime"].astype(bool), cat["grouped"].astype(bool),
                   cat["kernel_peak"], cat["kv_copy_bytes"], cat["launch_s"], cat["sm"],
                   cat["matmul"].astype(bool), cat["sync_share"], cat["mixed"].astype(bool), cat["own_wo"].astype(bool),
-                  cat["width"])
+                  cat["width"], cat["kv_reread"])
 
 
 
@@ -398,6 +406,7 @@ def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
     """Predicted time per row. params: per-row arrays bandwidth_fraction, compute_fraction, compute_half_rows,
     regime_curves (optional, 1 = Efficiency.regime_curves), weight_only_regime and weight_only_bandwidth_share
     (optional: Efficiency.weight_only_regime, and the share of bandwidth its mixed-input GEMMs reach),
+    kv_reread_share (optional: Efficiency.kv_reread_share, the cost of a decode attention's extra K/V passes),
     kernel_overhead_us, step_overhead_ms, sm_bandwidth_gbs (optional, 0 = no cap), and per-instance dequant_factor
     (1 + overhead of the op's format fmt_o) and matmul_fraction (optional: format_compute_fraction of fmt_o
     for matmul ops, 0 = compute_fraction)."""
@@ -430,6 +439,9 @@ def predict_time_s(d: Design, params: dict[str, np.ndarray]) -> np.ndarray:
     grouped_rate = np.where(d.grouped, expert_gemm_rate(d.width, unit_peak / 1e12, on), 1.0)
     comp = d.flops / (peak * scale * grouped_rate)
     nbytes = d.bytes
+    reread = params.get("kv_reread_share")  # Efficiency.kv_reread_share per row (roofline.kv_passes)
+    if reread is not None and np.any(reread != 1.0):
+        nbytes = nbytes + (reread[r] - 1.0) * d.kv_reread
     if "kv_cache_copy" in params and np.any(params["kv_cache_copy"] > 0):  # Efficiency.kv_cache_copy (roofline.op_bytes)
         nbytes = nbytes + params["kv_cache_copy"][r] * d.kv_copy_bytes
     per_sm = params.get("sm_bandwidth_gbs")
@@ -462,7 +474,7 @@ def params_for_rows(d: Design, effs: list) -> dict[str, np.ndarray]:
            for k in ("bandwidth_fraction", "compute_fraction", "compute_half_rows", "kernel_overhead_us",
                      "step_overhead_ms", "fp16_accumulate", "matmul_tflops_per_watt", "regime_curves",
                      "kv_cache_copy", "sm_bandwidth_gbs", "sync_mma", "dequant_tile_tokens",
-                     "weight_only_regime", "weight_only_bandwidth_share")}
+                     "weight_only_regime", "weight_only_bandwidth_share", "kv_reread_share")}
     dq_row = [e.dequant_overhead or {} for e in effs]
     out["dequant_factor"] = np.array([1.0 + dequant_overhead_for(dq_row[i], f)[0] for i, f in zip(d.row, d.fmt)])
     fcf_row = [e.format_compute_fraction or {} for e in effs]

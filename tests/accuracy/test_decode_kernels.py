@@ -99,3 +99,57 @@ def test_materialized_score_bytes_by_hand():
     assert effs == {"amd": 3.0, "apple": 2.0, "nvidia": 3.0}
     assert score_bytes_factor("hf-eager", "AMD") == score_bytes_factor("hf-eager", None) == 2.5  # 20 B / 8 B
     assert {c.efficiency.score_bytes_factor for c in load_runtime("hf-eager").classes} == {2.5}
+
+
+def test_kv_reread_share_by_hand():
+    """A decode attention op's K/V passes after the first cost Efficiency.kv_reread_share of a pass each
+    (roofline.kv_passes: passes = 1 + (p - 1) x share). Llama-3-8B (32 query heads, 8 K/V heads of 128), one sequence
+    at 4,096 cached tokens: the score op reads one layer's K, 4,096 x 8 x 128 x 2 B = 8,388,608 B. Without flash
+    attention its broadcast matmul makes p = 32 / 8 = 4 passes: 4 x 8,388,608 at a share of 1, (1 + 3 x 0.5) = 2.5
+    passes at 0.5, 1 + 3 x 1.8 = 6.4 at 1.8. A fused kernel sharing K/V across the group makes one pass whatever the
+    share; one giving each query head its own CTA (Efficiency.kv_read_per_query_head) makes 4, taken like the
+    materialized ones. A prompt's ops and an MHA model's (Llama-2-7B: one query head per K/V head) are untouched;
+    stacked devices take one share each."""
+    import numpy as np
+
+    from planner.architecture import load_model
+    from planner.ops import decode_ops, prefill_ops
+    from planner.quantization import weight_format
+    from planner.roofline import kv_passes, op_bytes
+
+    fp16 = weight_format("fp16")
+    m8 = load_model("llama-3-8b")
+    sc = {o.name: o for o in decode_ops(m8, fp16, "fp16", 1, 4096, flash_attention=False)}["attn_scores"]
+    k_layer = 4096 * 8 * 128 * 2
+    assert k_layer == 8_388_608 and sc.kv_read_bytes == pytest.approx(k_layer, rel=1e-12)
+    assert kv_passes(sc) == 4.0 and kv_passes(sc, reread_share=0.5) == 2.5
+    assert kv_passes(sc, reread_share=1.8) == pytest.approx(6.4, rel=1e-12)
+    assert op_bytes(sc, None) == pytest.approx(sc.bytes + 3 * k_layer, rel=1e-12)
+    assert op_bytes(sc, None, reread_share=0.5) == pytest.approx(sc.bytes + 1.5 * k_layer, rel=1e-12)
+    fused = {o.name: o for o in decode_ops(m8, fp16, "fp16", 1, 4096)}["attn_scores"]
+    assert kv_passes(fused, reread_share=0.5) == 1.0
+    assert op_bytes(fused, None, reread_share=0.5) == fused.bytes
+    assert kv_passes(fused, per_query_head=True, reread_share=0.5) == 2.5
+    stacked = kv_passes(sc, reread_share=np.array([1.0, 0.5, 1.8]))
+    np.testing.assert_allclose(stacked, [4.0, 2.5, 6.4], rtol=1e-12)
+    pre = {o.name: o for o in prefill_ops(m8, fp16, "fp16", 1, 512, flash_attention=False)}["attn_scores"]
+    assert kv_passes(pre, reread_share=0.5) == kv_passes(pre) == 4.0  # decode only
+    mha = {o.name: o for o in decode_ops(load_model("llama-2-7b"), fp16, "fp16", 1, 4096,
+                                         flash_attention=False)}["attn_scores"]
+    assert kv_passes(mha, reread_share=0.5) == 1.0
+
+
+def test_committed_kv_reread_shares_are_physical():
+    """The fitted shares (planner accuracy --fit) of the engines whose decode attention makes extra passes: llama.cpp
+    on NVIDIA GPUs reads its materialized attention's extra passes mostly from L2 (share below 1: its Llama-3 rows at
+    tg512-8192 lose per token of context 0.6 of what four DRAM passes would cost); on Apple GPUs they cost more
+    than a pass each (Metal's broadcast mat-vec: above 1); every share inside the field's bounds; engines whose rows
+    make no extra pass keep 1."""
+    from planner.runtimes import load_runtime
+
+    shares = {(rt, c.vendor.lower()): c.efficiency.kv_reread_share
+              for rt in ("llamacpp", "vllm", "sglang", "lmdeploy") for c in load_runtime(rt).classes}
+    assert 0.2 < shares[("llamacpp", "nvidia")] < 0.8
+    assert 1.2 < shares[("llamacpp", "apple")] < 3.0
+    assert shares[("lmdeploy", "nvidia")] == 1.0 and shares[("sglang", "nvidia")] == 1.0
+    assert all(0.0 < s <= 8.0 for s in shares.values())

@@ -220,3 +220,21 @@ def test_repeated_models_devices_and_formats_give_repeated_rows():
     a = df[(df.model == "mistral-7b") & (df.weights == "nf4") & (df.hardware == "a100-40gb-sxm")]
     assert len(a) == 12 and a.iloc[:6][["fits", "total_gb"]].equals(a.iloc[6:][["fits", "total_gb"]].set_axis(a.index[:6]))
 
+
+
+def test_sweep_matches_estimate_for_a_materialized_cache_read():
+    """llama.cpp without flash attention at a long context: its decode attention's extra K/V passes cost each class's
+    kv_reread_share (NVIDIA below 1, Apple above: hardware_specs/runtimes/llamacpp.yaml), and the sweep's stacked
+    devices (sweep._StackedEfficiency) give the same TTFT and TPOT as estimate() on each device alone (rel 1e-9)."""
+    from planner.runtimes import load_runtime
+
+    shares = {c.vendor.lower(): c.efficiency.kv_reread_share for c in load_runtime("llamacpp").classes}
+    assert shares["nvidia"] != 1.0 and shares["apple"] != 1.0 and shares["nvidia"] != shares["apple"]
+    df = sweep(["llama-3-8b"], ["rtx-4090", "a100-80gb-sxm", "apple-m2-ultra"], ["q4_k_m"], [1, 4], [4096], [256],
+               flash_attention=False, runtime="llamacpp")
+    assert len(df) == 6
+    for _, r in df.iterrows():
+        e = estimate(r.model, r.hardware, r.weights, batch=int(r.batch), prompt=int(r.prompt), output=int(r.output),
+                     flash_attention=False, runtime="llamacpp")
+        assert r.ttft_ms == pytest.approx(e.prefill.latency_ms, rel=1e-9), r.hardware
+        assert r.tpot_ms == pytest.approx(e.decode.latency_ms_per_token, rel=1e-9), r.hardware
