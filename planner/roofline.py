@@ -452,7 +452,7 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
                                        op_applies if op_on else False)
             peak = peak * op_rate
         if op.compute == ATTENTION and op.kv_dtype in kv_dq:  # converting cached K/V costs compute time
-            peak = peak / (1.0 + kv_dq[op.kv_dtype])
+            peak = peak / attention_peak_divisor(op, dev)
         t, c, m = roofline_time_s(op.flops, op_bytes(op, getattr(dev, "unit_dtypes", None), kv_copy, per_head,
                                                      score_factor, reread), peak,
                                   bw * share if weight_gemm and not (share.__class__ is float and share == 1.0)
@@ -516,6 +516,16 @@ def op_bytes(op: OpCost, unit_dtypes, kv_cache_copy=False, per_query_head=False,
     torch.cat reads the old cache and writes the new one), plus (score_factor - 1) x the op's materialized score
     bytes (Efficiency.score_bytes_factor). kv_cache_copy, per_query_head, score_factor, reread_share: a scalar, or
     one value per device of a stacked sweep device."""
+    f, passes, copy, extra = _bytes_terms(op, unit_dtypes, kv_cache_copy, per_query_head, score_factor, reread_share)
+    if f == 1.0 and (copy.__class__ is float and copy == 0.0) and (passes.__class__ is float and passes == 1.0):
+        return op.bytes if extra.__class__ is float and extra == 0.0 else op.bytes + extra
+    kv = op.kv_read_bytes
+    return op.bytes + extra + (f * passes - 1.0 + copy) * (as_float(kv) if kv.__class__ in _PLAIN
+                                                           else np.asarray(kv, dtype=np.float64))
+
+
+def _bytes_terms(op: OpCost, unit_dtypes, kv_cache_copy, per_query_head, score_factor, reread_share):
+    """(kv_read_factor, kv_passes, cache-copy passes, extra score bytes) of op_bytes."""
     f = kv_read_factor(unit_dtypes, op.kv_dtype) if (unit_dtypes and op.kv_dtype) else 1.0
     copy = 2.0 * kv_cache_copy if op.stage == "decode" else 0.0
     passes = kv_passes(op, per_query_head, reread_share) if op.kv_dtype else 1.0
@@ -526,11 +536,27 @@ def op_bytes(op: OpCost, unit_dtypes, kv_cache_copy=False, per_query_head=False,
         extra = (float(score_factor) - 1.0) * sb
     else:  # a stacked sweep device: one factor per device
         extra = (np.asarray(score_factor, dtype=np.float64) - 1.0) * sb
-    if f == 1.0 and (copy.__class__ is float and copy == 0.0) and (passes.__class__ is float and passes == 1.0):
-        return op.bytes if extra.__class__ is float and extra == 0.0 else op.bytes + extra
-    kv = op.kv_read_bytes
-    return op.bytes + extra + (f * passes - 1.0 + copy) * (as_float(kv) if kv.__class__ in _PLAIN
-                                                           else np.asarray(kv, dtype=np.float64))
+    return f, passes, copy, extra
+
+
+def op_bytes_multipliers(op: OpCost, dev: DeviceModel) -> tuple[float, float]:
+    """(a, b) with op_bytes(op, ...) = op.bytes + a x op.kv_read_bytes + b x op.score_bytes on one device, under its
+    unit's formats and its efficiency's cache terms (kv_cache_copy, kv_read_per_query_head, score_bytes_factor,
+    kv_reread_share): a = kv_read_factor x kv_passes - 1 + the copy's passes, b = score_bytes_factor - 1 (0 where the
+    op has no score matrix). For callers that hold an op's byte terms apart, as linear functions of its shape (the
+    serving step model's attention coefficients)."""
+    eff = dev.efficiency
+    f, passes, copy, _ = _bytes_terms(op, dev.unit_dtypes, getattr(eff, "kv_cache_copy", False),
+                                      getattr(eff, "kv_read_per_query_head", False), 1.0,
+                                      getattr(eff, "kv_reread_share", 1.0))
+    return float(f * passes - 1.0 + copy), float(getattr(eff, "score_bytes_factor", 1.0)) - 1.0
+
+
+def attention_peak_divisor(op: OpCost, dev: DeviceModel) -> float:
+    """1 + the efficiency's kv_dequant_overhead of the op's cache dtype for an attention op (converting cached K/V
+    costs compute time, time_ops), else 1. A float, or one value per device of a stacked sweep device."""
+    kv_dq = getattr(dev.efficiency, "kv_dequant_overhead", None) or {}
+    return 1.0 + kv_dq[op.kv_dtype] if op.compute == ATTENTION and op.kv_dtype in kv_dq else 1.0
 
 
 def step_time_s(op_times: list[OpTime], dev: DeviceModel):

@@ -31,7 +31,7 @@ from ..errors import PlannerError
 from ..hardware import HardwareSpec
 from ..memory import EngineSettings, plan_memory
 from ..ops import ATTENTION, causal_key_sum, kv_bytes_per_token, step_ops
-from ..roofline import DeviceModel, time_ops
+from ..roofline import DeviceModel, attention_peak_divisor, op_bytes_multipliers, time_ops
 from ..units import GB, US
 from .parallelism import Link, kv_split, split_ops, tp_comm_time_s
 
@@ -375,16 +375,23 @@ def _attention_coefficients(m, fmt, kv_dtype, dev: DeviceModel, tp: int, flash: 
     groups = []
     for w, ops in fit:
         g = _AttnGroup(window=w)
-        for count, compute, cf, cb in ops:
-            peak, bw = dev.eff_peak_flops[compute], dev.eff_bandwidth_bytes_s
-            g.ops.append((count, *(v / peak for v in cf), *(v / bw for v in cb)))
+        for count, op, cf, cb, ckv, csc in ops:
+            # the bytes the device moves: op.bytes + a x the K/V read + b x the score matrix (roofline.op_bytes:
+            # conversion of the cache format, passes over it, its copy, a wider score matrix), and the compute of
+            # converting cached K/V (roofline.attention_peak_divisor), as time_ops takes them
+            a, b = op_bytes_multipliers(op, dev)
+            peak = dev.eff_peak_flops[op.compute] / attention_peak_divisor(op, dev)
+            bw = dev.eff_bandwidth_bytes_s
+            g.ops.append((count, *(v / peak for v in cf),
+                          *((vb + a * vk + b * vs) / bw for vb, vk, vs in zip(cb, ckv, csc))))
         groups.append(g)
     return groups
 
 
 def _attention_fit(m, fmt, kv_dtype, tp: int, flash: bool, stage: str) -> tuple:
-    """Per attention group (window None = global layers), per attention op: (count, compute unit key, flops
-    coefficients, bytes coefficients) of (new, cached, keys), fitted to the core's operators at 12 points.
+    """Per attention group (window None = global layers), per attention op: (count, the op at the 12 points, and the
+    coefficients over (new, cached, keys) of its flops, bytes, K/V read bytes and score-matrix bytes), fitted to the
+    core's operators at 12 points (the last two: the terms roofline.op_bytes scales by device).
 
     Decode has one new token (keys = cached + 1 on global layers: the features are collinear and the least-squares
     fit takes the minimum-norm coefficients, which are exact on every point that satisfies the same relation)."""
@@ -406,18 +413,22 @@ def _attention_fit(m, fmt, kv_dtype, tp: int, flash: bool, stage: str) -> tuple:
         for op in attn:
             if not (op.name.endswith("_local") == (w is not None)) or not op.name.endswith(suffix):
                 continue
-            fl = np.broadcast_to(np.asarray(op.flops, dtype=np.float64), news.shape)
-            by = np.broadcast_to(np.asarray(op.bytes, dtype=np.float64), news.shape)
-            cf = np.linalg.lstsq(X, fl, rcond=None)[0]
-            cb = np.linalg.lstsq(X, by, rcond=None)[0]
-            for coef, y in ((cf, fl), (cb, by)):
+            coefs = []
+            for i, field_ in enumerate((op.flops, op.bytes, op.kv_read_bytes, op.score_bytes)):
+                y = np.broadcast_to(np.asarray(field_, dtype=np.float64), news.shape)
+                if i < 2:
+                    coef = np.linalg.lstsq(X, y, rcond=None)[0]
+                else:  # columns scaled to 1 first: the K/V read depends on `cached` alone, which the keys column
+                    # (up to 2.5e9 at 70,000 cached tokens) otherwise swamps to a relative residual of ~2e-6
+                    scale = np.maximum(np.max(np.abs(X), axis=0), 1.0)
+                    coef = np.linalg.lstsq(X / scale, y, rcond=None)[0] / scale
                 err = np.max(np.abs(X @ coef - y) / np.maximum(np.abs(y), 1.0))
                 if err > 1e-6:
                     raise PlannerError(f"internal: attention op {op.name} is not linear in (new, cached, keys) "
                                        f"(relative residual {err:.2e}); the serving step model needs updating")
-            cf = tuple(float(v) if abs(v) > 1e-9 * max(1.0, float(np.max(np.abs(cf)))) else 0.0 for v in cf)
-            cb = tuple(float(v) if abs(v) > 1e-9 * max(1.0, float(np.max(np.abs(cb)))) else 0.0 for v in cb)
-            g.append((op.count, op.compute, cf, cb))
+                coefs.append(tuple(float(v) if abs(v) > 1e-9 * max(1.0, float(np.max(np.abs(coef)))) else 0.0
+                                   for v in coef))
+            g.append((op.count, op, *coefs))
         groups.append((w, tuple(g)))
     return tuple(groups)
 
