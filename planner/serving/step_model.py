@@ -416,7 +416,7 @@ def _attention_fit(m, fmt, kv_dtype, tp: int, flash: bool, stage: str) -> tuple:
             coefs = []
             for i, field_ in enumerate((op.flops, op.bytes, op.kv_read_bytes, op.score_bytes)):
                 y = np.broadcast_to(np.asarray(field_, dtype=np.float64), news.shape)
-                if i < 2:
+                if i < 2:  # flops and bytes: the plain solve (the coefficients every simulation has used)
                     coef = np.linalg.lstsq(X, y, rcond=None)[0]
                 else:  # columns scaled to 1 first: the K/V read depends on `cached` alone, which the keys column
                     # (up to 2.5e9 at 70,000 cached tokens) otherwise swamps to a relative residual of ~2e-6
