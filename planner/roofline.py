@@ -451,7 +451,7 @@ def time_ops(ops: list[OpCost], dev: DeviceModel) -> list[OpTime]:
             op_rate = expert_gemm_rate(op.expert_width, dev.matmul_peak_tflops,
                                        op_applies if op_on else False)
             peak = peak * op_rate
-        if op.compute == ATTENTION and op.kv_dtype in kv_dq:  # converting cached K/V costs compute time
+        if kv_dq:  # converting cached K/V costs an attention op compute time (1 for every other op)
             peak = peak / attention_peak_divisor(op, dev)
         t, c, m = roofline_time_s(op.flops, op_bytes(op, getattr(dev, "unit_dtypes", None), kv_copy, per_head,
                                                      score_factor, reread), peak,

@@ -353,8 +353,8 @@ def build_design(df) -> Design:
                 passes = kv_passes(op, per_head)
                 kv_read = np.broadcast_to(np.asarray(op.kv_read_bytes, dtype=np.float64), (size,))
                 nbytes = nbytes + (conv * passes - 1.0) * kv_read
-                if op.stage == "decode":
-                    reread = conv * (passes - 1.0) * kv_read
+                # the passes a share of 0 would drop: a decode op's passes after the first (0 elsewhere)
+                reread = conv * (passes - kv_passes(op, per_head, 0.0)) * kv_read
             if np.any(np.asarray(op.score_bytes) > 0):  # a wider or converted score matrix (roofline.op_bytes)
                 sb = np.broadcast_to(np.asarray(op.score_bytes, dtype=np.float64), (size,))
                 nbytes = nbytes + (dev_score[ri] - 1.0) * sb
