@@ -297,6 +297,7 @@ class EfficiencyReport(_Out):
     score_bytes_factor: float = 1.0  # bytes moved per byte of a materialized score matrix (Efficiency field)
     kv_reread_share: float = 1.0  # DRAM cost of a decode attention's extra K/V passes (Efficiency field)
     sm_bandwidth_gbs: float = 0.0  # bandwidth one SM sustains (Efficiency.sm_bandwidth_gbs), 0 = no cap
+    kernel_library: str = ""  # whose measured GEMM kernels set the regime constants (Efficiency field), '' = default
     source: str
 
 

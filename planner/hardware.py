@@ -302,6 +302,11 @@ class Efficiency(_Frozen):
         "Little's law: an SM keeps a bounded number of bytes in flight, so it pulls (bytes in flight) / (DRAM "
         "latency) whatever the datasheet bandwidth; GPUs with many GB/s per SM (A100 18.9, H100 SXM 25.4 against "
         "RTX 4090 7.9) reach a smaller share of it. 0 = no cap (also on units that list no sm_count)"))
+    kernel_library: Literal["", "trtllm", "vllm", "sglang"] = Field("", description=(
+        "whose measured GEMM kernels set the regime curve's kernel share of the peak and fixed time per GEMM "
+        "(planner/regimes.py GemmRegime.libraries, fitted to aiconfigurator's gemm/<engine> tables): 'vllm' or "
+        "'sglang' for those engines' own kernels; '' or 'trtllm' = the default constants, measured through "
+        "TensorRT-LLM"))
     source: str = Field("", description="where these came from: kind default, device spec, calibration file")
 
 

@@ -187,6 +187,19 @@ class GemmRegime(BaseModel):
         "GEMM dtype -> fixed time per GEMM launch in us (median over the measured GPUs of each table's t0): what a "
         "GEMM costs beyond its roofline however small it is"))
 
+    libraries: dict[str, "GemmLibrary"] = Field(default_factory=dict, description=(
+        "engine id -> its own GEMM kernel library's share of the peak and launch time per dtype, fitted with the "
+        "shared shape (tile_m, ridge_sharpness) to the tables aiconfigurator measured through that engine "
+        "(kernel_library); an engine not listed runs the constants above (TensorRT-LLM's tables)"))
+
+    def for_library(self, engine: str) -> "GemmRegime":
+        """This regime with `engine`'s kernel shares and launch times where the fit has that engine's tables
+        (GemmRegime.libraries), else itself."""
+        lib = self.libraries.get(engine)
+        if lib is None:
+            return self
+        return _library_regime(self, engine)
+
     def extra_launch_s(self, dtype: str) -> float:
         """Fixed time a GEMM in `dtype` costs beyond a 16-bit one, in seconds:
         max(0, launch_us[dtype] - launch_us['bf16']) x 1e-6. The engine's kernel_overhead_us is the per-op cost of
@@ -196,6 +209,35 @@ class GemmRegime(BaseModel):
         if base is None or dtype not in self.launch_us:
             return 0.0
         return max(0.0, self.launch_us[dtype] - base) * 1e-6
+
+
+class GemmLibrary(BaseModel):
+    """One engine's GEMM kernels as aiconfigurator measured them (its gemm/<engine>/<version> tables), fitted with
+    the shared tile and ridge shape: the share of the peak its tiles reach and its fixed time per GEMM, per dtype.
+    vLLM's and SGLang's fp8 (W8A8) GEMMs quantize their activations in a cheaper kernel than TensorRT-LLM's (h100_sxm
+    m = 1, 4096 x 4096: vLLM 0.24 13.8 us, TensorRT-LLM 1.3 18.5 us; bf16 15.0 / 16.6 us) and reach less of the
+    fp8 peak on large GEMMs (median over the GPUs 0.42 vs 0.54)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
+    kernel_compute_fraction: dict[str, float] = Field(min_length=1, description=(
+        "GEMM dtype -> the library's share of the tensor peak on large GEMMs (median over the measured GPUs)"))
+    launch_us: dict[str, float] = Field(default_factory=dict, description=(
+        "GEMM dtype -> fixed time per GEMM in us (median over the measured GPUs)"))
+
+
+_LIBRARY_REGIMES: dict = {}  # (id of the base regime, engine) -> (base, its regime): one object per pair
+
+
+def _library_regime(base: "GemmRegime", engine: str) -> "GemmRegime":
+    """`base` with engine's library constants, built once per (base, engine) so that device models keyed by object
+    identity (planner.lazy.by_identity) stay cached."""
+    hit = _LIBRARY_REGIMES.get((id(base), engine))
+    if hit is None or hit[0] is not base:
+        lib = base.libraries[engine]
+        hit = (base, base.model_copy(update={"kernel_compute_fraction": dict(lib.kernel_compute_fraction),
+                                             "launch_us": dict(lib.launch_us)}))
+        _LIBRARY_REGIMES[(id(base), engine)] = hit
+    return hit[1]
 
 
 class DecodeAttentionRegime(BaseModel):
@@ -233,8 +275,15 @@ def regime_constants() -> RegimeConstants:
 MEASURED_GEMM_FORMATS = ("fp16", "bf16", "fp8")  # weight formats whose GEMMs the kernel tables measure (bf16, fp8)
 
 
+def kernel_library(runtime: str | None) -> str:
+    """The GEMM kernel library whose measured tables set an engine's regime constants (Efficiency.kernel_library):
+    the engine itself where the committed fit has its tables (GemmRegime.libraries: vLLM, SGLang), else '' (the
+    default constants, measured through TensorRT-LLM)."""
+    return str(runtime) if runtime and str(runtime) in regime_constants().gemm.libraries else ""
+
+
 def gemm_regime_for(vendor: str, sm_count: int | None, weight_format: str, dtype: str,
-                    mixed_input: bool = False) -> GemmRegime | None:
+                    mixed_input: bool = False, library: str = "") -> GemmRegime | None:
     """The fitted GEMM regime for a unit and weight format, or None (the engine's R / (R + half_rows) shape): it
     applies to units that list an SM count, whose vendor's kernels the fit measured (NVIDIA only in
     aiconfigurator's tables; an AMD CU is not an SM), and to formats whose GEMMs run in the dtype the tables
@@ -248,7 +297,7 @@ def gemm_regime_for(vendor: str, sm_count: int | None, weight_format: str, dtype
     / 0.5 B per weight x 2 flop) = 29 rows)."""
     if sm_count is None or (weight_format not in MEASURED_GEMM_FORMATS and not mixed_input):
         return None
-    g = regime_constants().gemm
+    g = regime_constants().gemm.for_library(library)
     return g if vendor.lower() in g.vendors and dtype in g.kernel_compute_fraction else None
 
 

@@ -241,7 +241,8 @@ def _device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff:
     tpw = getattr(eff, "matmul_tflops_per_watt", 0.0)
     cap = spec.power.tdp_w * tpw * TERA if (tpw > 0 and spec.power is not None) else float("inf")
     half = (getattr(eff, "format_half_rows", None) or {}).get(fmt.kernel_name, eff.compute_half_rows)
-    regime, kernel_peak = (unit_gemm_regime(spec, unit, fmt, dtypes[MATMUL], getattr(eff, "weight_only_regime", False))
+    regime, kernel_peak = (unit_gemm_regime(spec, unit, fmt, dtypes[MATMUL], getattr(eff, "weight_only_regime", False),
+                                            getattr(eff, "kernel_library", ""))
                            if getattr(eff, "regime_curves", True) else (None, 0.0))
     launch = regime.extra_launch_s(dtypes[MATMUL]) if regime is not None else 0.0
     # the engine runs mixed-input kernels on this unit: the regime applies to its weight GEMMs under the flag
@@ -256,13 +257,14 @@ def _device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff:
 
 
 def unit_gemm_regime(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, dtype: str,
-                     weight_only_regime: bool = False):
+                     weight_only_regime: bool = False, library: str = ""):
     """(regime constants or None, FLOP/s of the padded tiles = listed peak of the GEMM dtype x the kernel library's
     share of it, kernel_compute_fraction[dtype]) for weight GEMMs of this format on this unit
     (regimes.gemm_regime_for says where the fit applies; weight_only_regime: Efficiency.weight_only_regime, which
-    brings a weight-only quantized format under it)."""
+    brings a weight-only quantized format under it; library: Efficiency.kernel_library, whose kernels' constants)."""
     mixed = weight_only_regime and is_weight_only_quantized(fmt)
-    regime = gemm_regime_for(spec.vendor, unit.sm_count, fmt.kernel_name, dtype, mixed)
+    regime = gemm_regime_for(spec.vendor, unit.sm_count, fmt.kernel_name, dtype, mixed,
+                             "" if library == "trtllm" else library)
     if regime is None:
         return None, 0.0
     return regime, unit.peak_tflops[dtype] * TERA * regime.kernel_compute_fraction[dtype]

@@ -31,6 +31,7 @@ import numpy as np
 from ..architecture import load_model
 from ..hardware import load_hardware
 from ..quantization import weight_format
+from ..regimes import kernel_library
 from ..roofline import select_unit
 from .data import DATA_PATH, REGIME_NAMES, interval_keys, load_rows
 from .decode_kernels import REPEAT_KV_ENGINES, score_bytes_factor
@@ -572,6 +573,8 @@ def build_profiles(df, d: Design, res, today: str | None = None) -> dict:
                 eff["kv_read_per_query_head"] = True
             if score_bytes_factor(rt, vendor) != 1.0:  # its materialized score matrix (decode_kernels.py)
                 eff["score_bytes_factor"] = score_bytes_factor(rt, vendor)
+            if kernel_library(rt):  # its own measured GEMM kernels (regimes.GemmRegime.libraries)
+                eff["kernel_library"] = kernel_library(rt)
             devices = sorted(df.loc[m, "hardware"].unique())
             n_own = int(((df["runtime"] == rt) & (df["hw_class"] == cls)).sum())
             own = "no row" if n_own == 0 else f"{n_own} row" + ("s" if n_own > 1 else "")

@@ -212,7 +212,11 @@ def pack(prob_formats: list[str], v: dict) -> np.ndarray:
 
 
 WEIGHT_FORMATS_SET = set(DEQUANT_FITTED_FORMATS)  # formats with a fitted dequant_overhead
-FORMAT_FRACTION_MIN_ROWS = 20
+# a format's own compute fraction needs as many rows as a level's fit (benchmark.MIN_FIT_ROWS): at 20, the
+# 12 gpt-oss (MXFP4 expert) prefill rows left once the DGX Spark's llama.cpp source is held out shared the
+# 16-bit fraction, and the fit put their slowness on Q8_0's dequant_overhead (2.1: gpt-oss's non-expert
+# weights), which then made the Spark's dense Q8_0 prompts 0.6x too slow
+FORMAT_FRACTION_MIN_ROWS = 10
 
 
 def own_fraction_formats(row_formats) -> tuple[str, ...]:

@@ -28,6 +28,11 @@ the bandwidth), t0_sd (launch latency), fitted in log space by Levenberg-Marquar
 the fit also reports the dense model with wave quantization over the SMs (regimes.wave_efficiency with tile_n), which
 the planner cannot apply: an OpCost carries no N (fused projections).
 
+Engine kernel libraries: the same dense GEMM tables measured through vLLM and SGLang (gemm/<engine>/<version>/, the
+newest version per system, LIBRARY_BACKENDS) are fitted with the shared tile_m and p of the TensorRT-LLM tables, f_sd
+and t0_sd per table; the median over the GPUs per dtype is that engine's GemmLibrary (regimes.GemmRegime.libraries),
+which an engine profile names in Efficiency.kernel_library.
+
 Decode attention (attention/trtllm/<version>/generation_attention_perf.parquet; full attention, head_dim 128,
 heads <= 8 x kv_heads, context >= MIN_CONTEXT): t = bytes / (BW x b x decode_attention_efficiency(batch, kv_heads,
 context, SMs; split_kv_chunk, ctas_per_sm)) + t0, bytes = batch x kv_heads x context x 128 x 2 x kv bytes (+ query
@@ -84,6 +89,46 @@ def package_version(root: Path) -> str:
                      if ln.startswith("Version:")), "unknown")
     from importlib.metadata import version
     return version(PACKAGE)
+
+
+LIBRARY_BACKENDS = ("vllm", "sglang")  # engines whose own GEMM tables give them a GemmLibrary
+
+
+def _version_key(v: str) -> tuple:
+    """Sort key of a version folder name: numeric parts as numbers (0.5.14 after 0.5.6.post2)."""
+    import re
+    return tuple(int(x) if x.isdigit() else -1 for x in re.split(r"[.\-]|post|rc", v) if x != "")
+
+
+def library_table_files(root: Path, backend: str) -> dict[str, Path]:
+    """{system: systems/data/<system>/gemm/<backend>/<newest version>/gemm_perf.parquet} for the systems of SYSTEMS."""
+    out = {}
+    for system in SYSTEMS:
+        base = root / "systems" / "data" / system / "gemm" / backend
+        found = (sorted((d for d in base.iterdir() if (d / "gemm_perf.parquet").exists()),
+                        key=lambda d: _version_key(d.name)) if base.is_dir() else [])
+        if found:
+            out[system] = found[-1] / "gemm_perf.parquet"
+    return out
+
+
+def fit_library(files: dict[str, Path], tile_m: int, p: float) -> dict:
+    """One engine's GemmLibrary: per dense table (system, dtype) f and t0 with the shared tile_m and p, then the
+    median over the systems per dtype (fp16 = bf16); with the per-table fits for provenance."""
+    fracs, launches, per_table = {}, {}, {}
+    for tb in tables(load_gemm_rows(files)):
+        f, b, t0, r = _fit_table(tb, tile_m, 0, p)
+        d = DTYPES[tb.dtype][0]
+        fracs.setdefault(d, []).append(f)
+        launches.setdefault(d, []).append(t0 * 1e6)
+        per_table[f"{tb.system}/{tb.dtype}"] = {"rows": int(len(tb.t_s)), "compute_fraction": round(f, 4),
+                                                "bandwidth_fraction": round(b, 4), "launch_us": round(t0 * 1e6, 3),
+                                                "median_abs_log_error": round(float(np.median(np.abs(r))), 4)}
+    frac = {d: round(float(np.median(v)), 4) for d, v in sorted(fracs.items())}
+    launch = {d: round(float(np.median(v)), 3) for d, v in sorted(launches.items())}
+    if "bf16" in frac:
+        frac["fp16"], launch["fp16"] = frac["bf16"], launch["bf16"]
+    return {"kernel_compute_fraction": frac, "launch_us": launch}, per_table
 
 
 def table_files(root: Path, kind: str, name: str | None = None) -> dict[str, Path]:
@@ -385,8 +430,10 @@ def grouped_wide_ratio(res: dict) -> float | None:
 
 
 def fit_regimes_document(gemm_files: dict[str, Path], moe_files: dict[str, Path], attention_files: dict[str, Path],
-                         version: str, root: Path | None = None) -> dict:
-    """The regimes.yaml document: fitted constants with their provenance."""
+                         version: str, root: Path | None = None,
+                         library_files: dict[str, dict[str, Path]] | None = None) -> dict:
+    """The regimes.yaml document: fitted constants with their provenance (library_files: engine -> its dense GEMM
+    tables per system, fitted into GemmRegime.libraries)."""
     res = fit_all(tables(load_gemm_rows(gemm_files)), tables(load_moe_rows(moe_files)) if moe_files else [],
                   tables(load_moe_rows(moe_files, (1,))) if moe_files else [])
     att = fit_attention(load_attention_tables(attention_files)) if attention_files else None
@@ -408,6 +455,13 @@ def fit_regimes_document(gemm_files: dict[str, Path], moe_files: dict[str, Path]
     if "bf16" in kernel_fraction:
         kernel_fraction["fp16"] = kernel_fraction["bf16"]
         launch_us["fp16"] = launch_us["bf16"]
+    libraries, library_fits = {}, {}
+    for engine, fs in sorted((library_files or {}).items()):
+        if fs:
+            libraries[engine], library_fits[engine] = fit_library(fs, res["gemm"]["tile_m"],
+                                                                  res["gemm"]["ridge_sharpness"])
+    if library_fits:
+        res["libraries"] = library_fits
     grouped_ratio, wide_ratio = grouped_compute_ratio(res), grouped_wide_ratio(res)
     vendors = sorted({load_hardware(SYSTEMS[s]).vendor.lower() for s in gemm_files})
     doc = {"gemm": {"tile_m": res["gemm"]["tile_m"], "ridge_sharpness": res["gemm"]["ridge_sharpness"],
@@ -416,7 +470,8 @@ def fit_regimes_document(gemm_files: dict[str, Path], moe_files: dict[str, Path]
                     **({"grouped_compute_ratio": grouped_ratio} if grouped_ratio is not None else {}),
                     **({"grouped_wide_ratio": wide_ratio,
                         "grouped_width_per_tflops": res["moe_width"]["grouped_width_per_tflops"]}
-                       if wide_ratio is not None else {})},
+                       if wide_ratio is not None else {}),
+                    **({"libraries": libraries} if libraries else {})},
            **({"decode_attention": {"split_kv_chunk": att["split_kv_chunk"], "ctas_per_sm": att["ctas_per_sm"]}}
               if att is not None else {}),
            "provenance": {
@@ -424,10 +479,14 @@ def fit_regimes_document(gemm_files: dict[str, Path], moe_files: dict[str, Path]
                          "https://github.com/ai-dynamo/aiconfigurator): kernel timings measured on the GPUs named",
                "gemm_files": files(gemm_files), "moe_files": files(moe_files),
                "attention_files": files(attention_files),
+               **({"library_files": {e: files(fs) for e, fs in sorted(library_files.items()) if fs}}
+                  if library_files else {}),
                "selection": f"backend {BACKEND}; dtypes {sorted(DTYPES)}; dense N and K in {list(SHAPES)}, every M; "
                             f"MoE {MOE_KERNEL}, balanced routing, moe_ep = 1, moe_tp in {list(MOE_TP)}; decode "
                             "attention: window 0, "
-                            f"head_dim 128, heads <= 8 x kv_heads, context >= {MIN_CONTEXT}",
+                            f"head_dim 128, heads <= 8 x kv_heads, context >= {MIN_CONTEXT}; engine kernel "
+                            f"libraries {list(LIBRARY_BACKENDS)}: their dense GEMM tables (newest version per system), "
+                            "shared tile_m and p",
                "model": "t = ((flops / (P f tile_padding_efficiency(R, tile_m)))^p + (bytes / (BW b))^p)^(1/p) + t0; "
                         "grouped_tile_m from the moe_tp 1 tables; then over every moe_tp the MoE compute rate x "
                         "w / (w + kappa P / 1e12), w = inter / moe_tp; tile_m, p (dense), grouped_tile_m and kappa "
@@ -454,7 +513,8 @@ def write_regimes(kernels_root: str | Path | None = None) -> tuple[Path, dict]:
         raise PlannerError(f"--kernels-root: no systems/data/<system>/gemm/{BACKEND}/<version>/gemm_perf.parquet "
                          f"under {root}")
     att = table_files(root, "attention", ATTENTION_TABLE)
-    doc = fit_regimes_document(gemm, moe, att, package_version(root), root.parent)
+    libs = {b: library_table_files(root, b) for b in LIBRARY_BACKENDS}
+    doc = fit_regimes_document(gemm, moe, att, package_version(root), root.parent, libs)
     RegimeConstants.model_validate(doc)
     path = regimes_path()
     atomic_write_yaml(path, doc)

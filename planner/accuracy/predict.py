@@ -38,7 +38,8 @@ from ..architecture import load_model
 from ..hardware import DATASHEET_EFFICIENCY, load_hardware
 from ..ops import ATTENTION, MATMUL, step_ops
 from ..quantization import dequant_overhead_for, weight_format
-from ..regimes import GROUPED_GEMM_OPS, expert_gemm_rate, kv_read_factor, regime_constants, weight_gemm_time_s
+from ..regimes import (GROUPED_GEMM_OPS, expert_gemm_rate, kernel_library, kv_read_factor, regime_constants,
+                       weight_gemm_time_s)
 from ..roofline import (dequant_factor_at, device_model, effective_bandwidth_bytes_s, fp16_accumulate_peak,
                         gemm_rows, is_weight_only_quantized, kv_passes, select_unit, unit_gemm_regime)
 from ..units import GB, GIB, TERA
@@ -313,10 +314,12 @@ def build_design(df) -> Design:
         fmt = weight_format(r["weights"])
         unit = select_unit(spec, fmt, r.get("unit"))
         dev = device_model(spec, unit, fmt, DATASHEET_EFFICIENCY)
-        regime, dev_kpeak[i] = unit_gemm_regime(spec, unit, fmt, dev.dtypes[MATMUL])
+        lib = kernel_library(r.get("runtime"))  # the engine's own measured GEMM kernels (Efficiency.kernel_library)
+        regime, dev_kpeak[i] = unit_gemm_regime(spec, unit, fmt, dev.dtypes[MATMUL], library=lib)
         dev_sm[i] = regime is not None
         if regime is None and is_weight_only_quantized(fmt):
-            regime, dev_kpeak[i] = unit_gemm_regime(spec, unit, fmt, dev.dtypes[MATMUL], weight_only_regime=True)
+            regime, dev_kpeak[i] = unit_gemm_regime(spec, unit, fmt, dev.dtypes[MATMUL], weight_only_regime=True,
+                                                    library=lib)
             dev_mixed[i] = regime is not None
         dev_smc[i] = float(unit.sm_count or 0)
         dev_sync[i] = unit.mma_sync_share if unit.mma_sync_share is not None else 1.0

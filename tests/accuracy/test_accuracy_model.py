@@ -449,11 +449,14 @@ def test_format_compute_fraction_by_hand():
 
 def test_own_fraction_formats_needs_two_big_native_formats():
     """A compute fraction of its own goes to every format without a dequant_overhead (fp16, bf16, fp8, mxfp4) with
-    >= 20 rows but the most common one; the weight-only integer formats and small formats share compute_fraction."""
+    >= 10 rows (MIN_FIT_ROWS, what a level needs to be fitted at all) but the most common one; the weight-only
+    integer formats and smaller formats share compute_fraction."""
     from planner.accuracy.fit import own_fraction_formats
 
     assert own_fraction_formats(["fp8"] * 64 + ["bf16"] * 60) == ("bf16",)
-    assert own_fraction_formats(["fp8"] * 244 + ["fp16"] * 75 + ["bf16"] * 11) == ("fp16",)
+    assert own_fraction_formats(["fp8"] * 244 + ["fp16"] * 75 + ["bf16"] * 11) == ("bf16", "fp16")
+    assert own_fraction_formats(["fp8"] * 244 + ["fp16"] * 75 + ["bf16"] * 9) == ("fp16",)
+    assert own_fraction_formats(["fp16"] * 94 + ["mxfp4"] * 12) == ("mxfp4",)
     assert own_fraction_formats(["fp16"] * 94 + ["q4_k_m"] * 184 + ["q8_0"] * 20) == ()
     assert own_fraction_formats(["fp16"] * 94 + ["q4_k_m"] * 184 + ["mxfp4"] * 20) == ("mxfp4",)
     assert own_fraction_formats(["fp16"] * 180) == ()

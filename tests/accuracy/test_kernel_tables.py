@@ -103,3 +103,44 @@ def test_width_term_is_identified_on_the_excerpt():
     assert (res["moe_width"]["median_abs_log_error"]
             < res["moe_width_without_width"]["median_abs_log_error"] - 0.05)
     assert 0.8 < kt.grouped_wide_ratio(res) < 1.1
+
+
+LIBRARIES = EXCERPT / "libraries"
+
+
+def test_library_fit_recovers_a_known_kernel_by_hand(tmp_path):
+    """fit_library on synthetic timings made with the module's own model at f = 0.6, b = 0.9, t0 = 5 us (tile 128,
+    p 2.5) gives back f and t0: 1 row of a 4096 x 4096 bf16 GEMM reads 4096^2 x 2 B = 33.6 MB in 33.6 MB /
+    (3.35 TB/s x 0.9) = 11.1 us, + 5 us (its compute, 2 x 4096^2 flop / (989 TFLOP/s x 0.6) = 0.06 us, vanishes
+    in the roll-off: one row pads no tile)."""
+    import pandas as pd
+    rows = [{"gemm_dtype": "bfloat16", "m": m, "n": n, "k": k, "latency": 0.0}
+            for m in (1, 8, 64, 512, 4096) for n in (1024, 4096, 16384) for k in (1024, 4096, 16384)]
+    df = pd.DataFrame(rows)
+    path = tmp_path / "h100_sxm_gemm_perf.csv"
+    df.to_csv(path, index=False)
+    tb = kt.tables(kt.load_gemm_rows({"h100_sxm": path}))[0]
+    df["latency"] = kt.kernel_time_s(tb, 0.6, 0.9, 5e-6, 128, 0, 2.5) * 1e3
+    df.to_csv(path, index=False)
+    one = df[(df.m == 1) & (df.n == 4096) & (df.k == 4096)].latency.iloc[0] * 1e3  # us
+    assert one == pytest.approx(4096 ** 2 * 2 / (3350e9 * 0.9) * 1e6 + 5.0, rel=0.01)
+    lib, per_table = kt.fit_library({"h100_sxm": path}, 128, 2.5)
+    assert lib["kernel_compute_fraction"]["bf16"] == pytest.approx(0.6, rel=0.01)
+    assert lib["launch_us"]["bf16"] == pytest.approx(5.0, rel=0.01)
+    assert lib["kernel_compute_fraction"]["fp16"] == lib["kernel_compute_fraction"]["bf16"]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_library_fit_on_the_excerpt_matches_the_committed_table(engine):
+    """The committed per-table fit of the engine's H100 GEMMs (regimes.yaml provenance.fit.libraries) from the excerpt
+    (every 12th kernel of the selection, tests/data/aiconfigurator/libraries): share of the peak within 0.03, launch
+    time within 1 us; and the engine's fp8 GEMM costs less fixed time than TensorRT-LLM's (the committed medians)."""
+    committed = regimes.regime_constants()
+    _, per_table = kt.fit_library({"h100_sxm": LIBRARIES / f"{engine}_h100_sxm_gemm_perf.csv"},
+                                  committed.gemm.tile_m, committed.gemm.ridge_sharpness)
+    full = committed.provenance["fit"]["libraries"][engine]
+    for key in ("h100_sxm/bfloat16", "h100_sxm/fp8"):
+        assert per_table[key]["compute_fraction"] == pytest.approx(full[key]["compute_fraction"], abs=0.03)
+        assert per_table[key]["launch_us"] == pytest.approx(full[key]["launch_us"], abs=1.0)
+    lib = committed.gemm.libraries[engine]
+    assert lib.launch_us["fp8"] - lib.launch_us["bf16"] < committed.gemm.extra_launch_s("fp8") * 1e6

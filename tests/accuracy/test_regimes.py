@@ -175,6 +175,36 @@ def test_fp8_gemm_pays_the_measured_launch_cost_bf16_does_not():
         assert float(ot_norm.overhead_s) == pytest.approx(2 * 3e-6, rel=1e-9)
 
 
+def test_an_engine_with_its_own_kernel_tables_takes_its_library_constants():
+    """regimes.yaml libraries (aiconfigurator's gemm/vllm tables fitted at the shared shape): vLLM's fp8 GEMM costs
+    7.687 - 3.628 = 4.059 us beyond its bf16 one (TensorRT-LLM's 10.28 us) and its tiles run at 0.4206 of the fp8
+    peak (H100 SXM 1,979 TFLOP/s: 832.4 TFLOP/s); an fp8 GEMM of one row and 1e8 bytes on an H100 under a vLLM
+    efficiency set then pays 2 x (3 + 4.059) us of overhead for two launches. An engine without tables (llama.cpp)
+    and one that names TensorRT-LLM keep the default constants."""
+    from planner.hardware import Efficiency, load_hardware
+    from planner.ops import OpCost
+    from planner.quantization import weight_format
+    from planner.roofline import device_model, time_ops
+
+    g = regimes.regime_constants().gemm
+    assert regimes.kernel_library("vllm") == "vllm" and regimes.kernel_library("sglang") == "sglang"
+    assert regimes.kernel_library("llamacpp") == "" and regimes.kernel_library(None) == ""
+    lib = g.libraries["vllm"]
+    assert lib.launch_us["fp8"] == pytest.approx(7.687) and lib.launch_us["bf16"] == pytest.approx(3.628)
+    assert g.for_library("vllm").extra_launch_s("fp8") == pytest.approx(4.059e-6)
+    assert g.for_library("vllm") is g.for_library("vllm")  # one object: device models stay cached by identity
+    assert g.for_library("llamacpp") is g
+    spec = load_hardware("h100-sxm")
+    gemm = OpCost("mlp", "decode", 2, 2 * 1e8, 1e8, 0.0)
+    for library, extra, share in (("vllm", 4.059e-6, 0.4206), ("", 10.28e-6, 0.5362), ("trtllm", 10.28e-6, 0.5362)):
+        eff = Efficiency(bandwidth_fraction=0.8, compute_fraction=0.7, kernel_overhead_us=3.0, kernel_library=library)
+        dev = device_model(spec, spec.units[0], weight_format("fp8"), eff)
+        assert dev.gemm_launch_s == pytest.approx(extra, rel=1e-9)
+        assert dev.kernel_peak_flops == pytest.approx(spec.units[0].peak_tflops["fp8"] * 1e12 * share, rel=1e-9)
+        assert float(time_ops([gemm], dev)[0].overhead_s) == pytest.approx(2 * (3e-6 + extra), rel=1e-9)
+    assert spec.units[0].peak_tflops["fp8"] * 0.4206 == pytest.approx(832.4, abs=0.5)
+
+
 def test_grouped_compute_ratio_is_the_median_of_moe_over_dense_fractions():
     """regimes.yaml grouped_compute_ratio = median over the tables measured both ways of f_moe / f_dense: the ten
     committed pairs (provenance.fit) give b200 bf16 0.5097 / 0.7073, ..., h100 bf16 0.6371 / 0.814 = 0.7827, ...;
