@@ -12,6 +12,9 @@ fp8 0.54), to fp16/bf16/fp8 weight GEMMs on NVIDIA units that list an SM count (
   e.g. R = 129 rows in 128-row tiles: tile_padding_efficiency = 129/256; at the ridge (t_c = t_m) p = 2.5 costs
   2^(1/2.5) = 1.32x the plain max().
 
+An engine whose own GEMM kernels aiconfigurator also measured (vLLM, SGLang: gemm/<engine>/<version> tables) takes
+its library's kernel share and launch time per dtype at the same tile and ridge shape (GemmRegime.libraries,
+Efficiency.kernel_library; vLLM fp8 0.42 of the peak and 4.1 us per GEMM beyond bf16, TensorRT-LLM's 0.54 and 10.3).
 Other units, quantized formats (GEMV / dequantizing kernels the tables do not measure) and the constants below
 keep today's behaviour. Wave quantization is fitted for information only: an OpCost carries no N.
 

@@ -272,7 +272,7 @@ def _default_interval_class(d: DefaultIntervals, defaults) -> RuntimeClass:
                                             f" ({d.provenance.get('rows', '')})"))
 
 
-EXTRAPOLATION_WIDEN = 1.3  # log-space widening per extrapolation (as planner/accuracy/benchmark.py)
+EXTRAPOLATION_WIDEN = 1.3  # log-space widening per extrapolation (ranges here and in planner/accuracy/benchmark.py)
 
 
 def widen(iv: Interval, factor: float) -> Interval:

@@ -48,8 +48,14 @@ NEW_35 = [
     "rtx-4060-ti-16gb", "rtx-4070", "rtx-4070-super", "rtx-4070-ti-super", "rtx-4080-super", "rtx-3060-ti",
     "rtx-3070-ti", "rx-7900-xt", "rx-9070-xt", "mi210", "mi100", "arc-a770-16gb",
 ]
+# session 43: cards of published llama.cpp / vLLM tables the catalog still lacked
+NEW_43 = [
+    "rtx-5070", "rtx-5060-ti-8gb", "rtx-5060", "rtx-4060", "rtx-4060-ti-8gb", "rtx-3050-8gb", "gtx-1080-ti", "b300",
+    "v100-sxm2-16gb", "rtx-a2000-12gb", "rtx-2000-ada", "rtx-pro-5000-blackwell", "rtx-pro-4000-blackwell",
+    "rx-7800-xt", "rx-7900-gre", "rx-7600", "radeon-pro-w7900", "rx-9070", "arc-b570", "apple-m5",
+]
 REQUIRED = (NVIDIA_DATACENTER + AMD_DATACENTER + CONSUMER + EDGE + APPLE + PHONES_LAPTOPS + CPU
-            + NEW_NVIDIA_DATACENTER + NEW_OTHER + NEW_35)
+            + NEW_NVIDIA_DATACENTER + NEW_OTHER + NEW_35 + NEW_43)
 
 # Rounding in the vendors' own tables (e.g. 1978.9 vs 2 x 989.4) stays well under this.
 REL = 1e-3
@@ -152,6 +158,22 @@ def test_required_ids_exist(catalog):
         # Jetson Orin Nano Super: 102 GB/s; 67 INT8 TOPS sparse -> 33.5 dense
         ("jetson-orin-nano-super", "bandwidth", 102),
         ("jetson-orin-nano-super", "int8", 67 / 2),
+        # session 43. RTX 5070: 28 Gbps x 192-bit / 8, 988 AI TOPS (sparse FP4) / 2 / 4 = FP8 with FP32 accumulate;
+        # RTX 4060: 17 Gbps x 128-bit / 8 = 272 GB/s; RTX 5060 / 5060 Ti 8GB: 28 Gbps x 128-bit / 8 = 448 GB/s;
+        # GTX 1080 Ti: 11 Gbps x 352-bit / 8 = 484 GB/s; B300 (HGX, per GPU) 8 TB/s, 2,250 dense BF16 (36 PF sparse /
+        # 8 / 2); V100 SXM2 900 GB/s, 125 tensor TFLOPS; RTX A2000 12GB 288 GB/s, 63.9 sparse / 2; RX 7800 XT
+        # 19.5 Gbps x 256-bit / 8 = 624 GB/s, 60 CUs x 512 FLOP/clk x 2.43 GHz; W7900 18 Gbps x 384-bit / 8 = 864 GB/s;
+        # Arc B570 19 Gbps x 160-bit / 8 = 380 GB/s, 203 INT8 TOPS; Apple M5 153 GB/s (Apple Newsroom)
+        ("rtx-5070", "bandwidth", 28 * 192 / 8), ("rtx-5070", "fp8", 988 / 2 / 4),
+        ("rtx-4060", "bandwidth", 17 * 128 / 8), ("rtx-5060", "bandwidth", 28 * 128 / 8),
+        ("rtx-5060-ti-8gb", "bandwidth", 28 * 128 / 8), ("gtx-1080-ti", "bandwidth", 11 * 352 / 8),
+        ("b300", "bandwidth", 8000), ("b300", "bf16", 36000 / 8 / 2),
+        ("v100-sxm2-16gb", "bandwidth", 900), ("v100-sxm2-16gb", "fp16", 125),
+        ("rtx-a2000-12gb", "bandwidth", 288), ("rtx-a2000-12gb", "fp16", 63.9 / 2),
+        ("rx-7800-xt", "bandwidth", 19.5 * 256 / 8), ("rx-7800-xt", "fp16", 60 * 512 * 2.43e9 / 1e12),
+        ("radeon-pro-w7900", "bandwidth", 18 * 384 / 8),
+        ("arc-b570", "bandwidth", 19 * 160 / 8), ("arc-b570", "int8", 203),
+        ("apple-m5", "bandwidth", 153),
     ],
 )
 def test_published_facts(catalog, hw_id, field, expected):

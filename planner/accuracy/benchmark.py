@@ -33,6 +33,7 @@ from ..hardware import load_hardware
 from ..quantization import weight_format
 from ..regimes import kernel_library
 from ..roofline import select_unit
+from ..runtimes import EXTRAPOLATION_WIDEN  # log-space widening of a range predicted without the class's data
 from .data import DATA_PATH, REGIME_NAMES, interval_keys, load_rows
 from .decode_kernels import REPEAT_KV_ENGINES, score_bytes_factor
 from .fit import WEIGHT_FORMATS_SET, fit_design, own_fraction_formats, predict_with
@@ -48,7 +49,6 @@ OWN_FIT_LEVELS = ("engine", "engine-other-hw")  # LOSO levels at which a row was
 # measured 0.92-1.38 x; their shape around the key's offsets: 0.87-1.27 x)
 OFFSET_SOURCES = 3
 MIN_INTERVAL_SOURCES = 2  # a regime's range from one other source is that source's offset, not a spread
-EXTRAPOLATION_WIDEN = 1.3  # log-space widening of the range for a row predicted without its engine's class data
 # engine id -> (name, description, family, fp16_accumulate). llama.cpp's CUDA backend runs 16-bit (and dequantized)
 # GEMMs through cuBLAS with CUBLAS_COMPUTE_16F (ggml-cuda.cu, ggml_cuda_op_mul_mat_cublas, 2024); the others
 # accumulate in fp32.

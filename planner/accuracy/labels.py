@@ -4,7 +4,8 @@ serving_rows.py do not list (a new source, or a user's own file for `planner acc
 Hardware: the label and every catalog id are cut into tokens (lower case; vendor and filler words dropped:
 NVIDIA, GeForce, AMD, Instinct, Radeon, Intel, Tesla, GPU, Graphics, Generation, Edition; SXM4/SXM5 -> sxm; an Apple
 "(30-core GPU)" -> 30c). A spec matches when all its id's tokens are in the label's; the match with the most tokens
-wins ("RTX 3080 Ti" -> rtx-3080-ti, not rtx-3080). Nothing is guessed: a label that names no variant where the
+wins ("RTX 3080 Ti" -> rtx-3080-ti, not rtx-3080), unless a label token it lacks belongs to more specific ids only
+("RTX 4060 Ti" names rtx-4060-ti-8gb or -16gb, not rtx-4060: unmapped, with the two). Nothing is guessed: a label that names no variant where the
 catalog has several ("A100 80GB": SXM or PCIe; "H100"; an Apple chip without its GPU core count where the catalog
 holds a binned one) or that ties between specs resolves to None with the candidates in the reason.
 
@@ -71,6 +72,12 @@ def hardware_id(label, known) -> tuple[str | None, str | None]:
     if len(best) > 1:
         return None, f"hardware '{label}' matches {', '.join(sorted(best))} alike"
     spec_id = best[0]
+    # a label token the match lacks that only more specific ids carry ("RTX 4060 Ti" -> rtx-4060 by its tokens, but
+    # "ti" is in rtx-4060-ti-8gb and rtx-4060-ti-16gb): the label names one of those, not the plain card
+    extra, base = toks - _id_tokens(spec_id), _id_tokens(spec_id)
+    finer = sorted(i for i in known if base < _id_tokens(i) and (_id_tokens(i) - base) & extra)
+    if finer:
+        return None, f"hardware '{label}' has no catalog id (it does not say which of {', '.join(finer)})"
     cores = next((t[:-1] for t in toks if t.endswith("c") and t[:-1].isdigit()), None)
     if spec_id.startswith("apple-") and cores is not None:
         from ..hardware import load_hardware

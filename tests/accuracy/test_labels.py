@@ -30,6 +30,10 @@ MODELS = set(list_model_ids())
     ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA H100 NVL", "h100-nvl"),
     ("NVIDIA GB10", "dgx-spark"), ("ASUS Ascent GX10 (NVIDIA GB10)", "dgx-spark"),
     ("AMD Radeon 8060S", "ryzen-ai-max-395"), ("AMD Ryzen AI Max+ 395", "ryzen-ai-max-395"),
+    # session 43's cards: the plain RX 9070 beside the XT, the B300's CUDA device name
+    ("NVIDIA GeForce RTX 5070", "rtx-5070"), ("AMD Radeon RX 9070", "rx-9070"), ("AMD Radeon RX 9070 XT", "rx-9070-xt"),
+    ("NVIDIA B300 SXM6 AC", "b300"), ("Intel Arc B570", "arc-b570"), ("Apple M5", "apple-m5"),
+    ("NVIDIA GeForce RTX 4060", "rtx-4060"), ("NVIDIA GeForce GTX 1080 Ti", "gtx-1080-ti"),
 ])
 def test_labels_resolve_to_the_catalog_id(label, expected):
     assert hardware_id(label, HW) == (expected, None)
@@ -39,6 +43,8 @@ def test_labels_resolve_to_the_catalog_id(label, expected):
     ("A100 80GB", "which of a100-80gb-pcie, a100-80gb-sxm"),
     ("H100", "which of h100-nvl, h100-pcie, h100-sxm"),
     ("RTX 3060", "which of rtx-3060-12gb, rtx-3060-8gb"),
+    ("NVIDIA GeForce RTX 4060 Ti", "which of rtx-4060-ti-16gb, rtx-4060-ti-8gb"),   # not the plain rtx-4060
+    ("NVIDIA GeForce RTX 5060 Ti", "which of rtx-5060-ti-16gb, rtx-5060-ti-8gb"),
     ("Apple M2 Max", "does not state the GPU core count of apple-m2-max"),
     ("Apple M2 Max (34-core GPU)", "no catalog bin of apple-m2-max has 34 GPU cores"),
     ("Cerebras WSE-3", "has no catalog id"),
@@ -82,3 +88,16 @@ def test_framework_labels_name_the_engine_whose_kernels_ran(framework, public, s
     from planner.accuracy.serving_rows import serving_runtime
 
     assert (_runtime(framework), serving_runtime(framework)) == (public, serving)
+
+
+def test_a_variant_token_the_match_lacks_is_not_dropped():
+    """'RTX 4060 Ti' holds every token of rtx-4060, but its 'ti' belongs to the Ti cards only: the label names one of
+    them (which memory size it does not say), never the plain 4060; a token no finer id carries ('10GB' of an RTX
+    3080 label) changes nothing."""
+    known = {"rtx-4060", "rtx-4060-ti-8gb", "rtx-4060-ti-16gb", "rtx-3080", "rtx-3080-ti"}
+    hw, reason = hardware_id("NVIDIA GeForce RTX 4060 Ti", known)
+    assert hw is None and "which of rtx-4060-ti-16gb, rtx-4060-ti-8gb" in reason
+    assert hardware_id("NVIDIA GeForce RTX 4060 Ti 8GB", known) == ("rtx-4060-ti-8gb", None)
+    assert hardware_id("NVIDIA GeForce RTX 4060", known) == ("rtx-4060", None)
+    assert hardware_id("NVIDIA GeForce RTX 3080 10GB", known) == ("rtx-3080", None)
+    assert hardware_id("RTX 3080 Ti", known) == ("rtx-3080-ti", None)
