@@ -434,6 +434,8 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
     warnings: list[str] = []
     if (unpublished := spec.unpublished_warning(u)) is not None:  # figures the vendor does not print
         warnings.append(unpublished)
+    if origin == "runtime" and (gap := prof.unmeasured_note(spec, u)) is not None:  # the kind defaults, widened
+        warnings.append(gap)
     if origin == "runtime" and (dq := unmeasured_dequant_warning(eff, fmt.name, prof.id)) is not None:
         warnings.append(dq)
     context = prompt + output

@@ -45,7 +45,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .catalog_index import by_identity
 from .errors import PlannerError
-from .hardware import ID_PATTERN, SPECS_DIR, ComputeUnit, Efficiency, HardwareSpec, UnitKind, efficiency_defaults
+from .hardware import (EFFICIENCY_DEFAULTS_PATH, ID_PATTERN, SPECS_DIR, ComputeUnit, Efficiency, HardwareSpec,
+                       UnitKind, efficiency_defaults)
 from .io import read_yaml, validated
 
 RUNTIMES_DIR = Path(os.environ.get("PLANNER_RUNTIMES_DIR", SPECS_DIR / "runtimes"))
@@ -184,7 +185,15 @@ class RuntimeProfile(_Frozen):
         "hardware vendors the engine's code runs on (lower case), where it is not every vendor: TensorRT-LLM, "
         "LMDeploy TurboMind and DeepSpeed-MII are CUDA-only; empty = no such limit"))
 
+    def covers(self, spec: HardwareSpec, unit: ComputeUnit) -> bool:
+        """Whether the profile holds a class for this vendor's unit kind (fitted, or a documented estimate)."""
+        key = f"{spec.vendor.lower()}-{unit.kind}"
+        return any(c.key == key for c in self.classes)
+
     def for_unit(self, spec: HardwareSpec, unit: ComputeUnit) -> RuntimeClass:
+        """The class for this vendor's unit kind; where the profile has none and the engine runs on the vendor, the
+        unmeasured class (unmeasured_class: the kind defaults, their range widened); a one-line error where the
+        engine does not run on the vendor (runs_on)."""
         key = f"{spec.vendor.lower()}-{unit.kind}"
         for c in self.classes:
             if c.key == key:
@@ -193,8 +202,17 @@ class RuntimeProfile(_Frozen):
             names = " and ".join(_VENDOR_NAMES.get(v, v) for v in self.runs_on)
             raise PlannerError(f"--runtime: {self.id} ({self.name}) runs on {names} GPUs only, and {spec.id} is "
                                f"{spec.vendor}'s; choose another --runtime or device")
-        raise PlannerError(f"--runtime: {self.id} has no profile for {spec.vendor} {unit.kind} units ({spec.id}); "
-                           f"profiles exist for: {', '.join(c.key for c in self.classes)}")
+        return unmeasured_class(self, spec, unit)
+
+    def unmeasured_note(self, spec: HardwareSpec, unit: ComputeUnit) -> str | None:
+        """The warning an estimate carries where this profile has no class for the unit (for_unit's unmeasured
+        class), else None."""
+        if self.covers(spec, unit):
+            return None
+        return (f"{self.name} has no published measurement on {spec.vendor} {unit.kind} units ({spec.id}): the "
+                f"estimate uses the {unit.kind} kind defaults ({EFFICIENCY_DEFAULTS_PATH.name}) and their range "
+                f"widened x{EXTRAPOLATION_WIDEN} for the extrapolation (fitted classes: "
+                f"{', '.join(c.key for c in self.classes)})")
 
     def default_unit(self, spec: HardwareSpec) -> str | None:
         """The unit the runtime runs on: the first unit of the profile's unit kind (llama.cpp on a Mac: the GPU)."""
@@ -273,6 +291,32 @@ def _default_interval_class(d: DefaultIntervals, defaults) -> RuntimeClass:
 
 
 EXTRAPOLATION_WIDEN = 1.3  # log-space widening per extrapolation (ranges here and in planner/accuracy/benchmark.py)
+
+
+def unmeasured_class(prof: RuntimeProfile, spec: HardwareSpec, unit: ComputeUnit) -> RuntimeClass:
+    """The class of an engine on a vendor's unit kind that no published measurement covers (llama.cpp on an Intel
+    Arc GPU or on a CPU): the unit's default efficiency (the device spec's own, else the kind default of
+    efficiency.yaml) and the kind defaults' ranges against published measurements (intervals.yaml) widened x
+    EXTRAPOLATION_WIDEN, the issue's "an engine or hardware vendor with no measurements"; fit level 'default', no
+    fitted row (so a mixture-of-experts or tensor-parallel estimate widens once more, interval_regime)."""
+    return by_identity(("unmeasured_class", prof.id), (prof, spec, unit, efficiency_defaults(), _default_intervals()),
+                       lambda: _unmeasured_class(prof, spec, unit))
+
+
+def _unmeasured_class(prof: RuntimeProfile, spec: HardwareSpec, unit: ComputeUnit) -> RuntimeClass:
+    from .hardware import default_efficiency
+    base = default_efficiency(spec, unit)
+    eff = base.model_copy(update={"source": f"no published measurement of {prof.name} on {spec.vendor} {unit.kind} "
+                                            f"units: {base.source}"})
+    d = _default_intervals()
+    intervals = {k: widen(iv, EXTRAPOLATION_WIDEN) for k, iv in (d.intervals if d is not None else {}).items()}
+    src = (f"the kind defaults' ranges against published measurements ({DEFAULT_INTERVALS_PATH.name}), widened x"
+           f"{EXTRAPOLATION_WIDEN}: no measurement of {prof.name} on {spec.vendor} {unit.kind} units")
+    return RuntimeClass.model_construct(
+        vendor=spec.vendor.lower(), unit_kind=unit.kind, efficiency=eff, intervals=intervals,
+        fit=ClassFit.model_construct(rows_fit=0, devices_fit=[], devices_held_out=[], residual_median_abs_pct={},
+                                     interval_source=src, at_prior=[], level="default", sources=[], moe_rows=0,
+                                     multi_gpu_rows=0, traits=[]))
 
 
 def widen(iv: Interval, factor: float) -> Interval:

@@ -123,7 +123,7 @@ def _devices_for(fmt, specs, prof, efficiency, P, O, full):
         try:
             effs = [resolve_efficiency(spec, u, efficiency, prof) for u in units]
         except PlannerError:
-            continue  # the runtime profile does not cover this device's class: no rows
+            continue  # the runtime does not run on this device's vendor (RuntimeProfile.for_unit): no rows
         first = len(devs)
         devs += [device_model(spec, u, fmt, eff) for u, eff in zip(units, effs)]
         proxy = np.stack([np.broadcast_to(unit_request_proxy_s(spec, u, fmt, P, O), full).ravel() for u in units])

@@ -210,9 +210,11 @@ def split_efficiency(eff: str) -> tuple[str, str | None]:
 
 
 def runtime_gap(eff: str, spec: HardwareSpec, weights: str) -> str | None:
-    """Why the UI's runtime choice does not apply to this device (the runtime has no profile for the unit that
-    would run the format), or None where it applies or no runtime is chosen. The page then shows the device with
-    its calibrated / default efficiencies and says so (webui/main.py) instead of dropping it."""
+    """What the page says about the UI's runtime choice on this device, or None where the runtime has a class for
+    it or no runtime is chosen: where the runtime does not run on the vendor (CUDA-only engines on AMD), that the
+    device is shown with its calibrated / default efficiencies (split_efficiency_for drops the runtime); where no
+    published measurement covers the vendor's unit, the runtime's note (RuntimeProfile.unmeasured_note: the kind
+    defaults, their range widened). The device stays on the page either way (webui/main.py)."""
     _, runtime = split_efficiency(eff)
     if runtime is None:
         return None
@@ -220,19 +222,32 @@ def runtime_gap(eff: str, spec: HardwareSpec, weights: str) -> str | None:
     from .runtimes import load_runtime
 
     prof = load_runtime(runtime)
+    unit = select_unit(spec, weight_format(weights), prof.default_unit(spec))
+    if _runtime_refuses(prof, spec, unit):
+        return (f"{prof.name} does not run on {spec.vendor} hardware: shown with the calibrated or default "
+                f"efficiencies")
+    return prof.unmeasured_note(spec, unit)  # the runtime's estimate on the kind defaults, its range widened
+
+
+def _runtime_refuses(prof, spec: HardwareSpec, unit) -> bool:
+    """Whether the runtime does not run on this vendor at all (RuntimeProfile.for_unit's one-line error)."""
     try:
-        prof.for_unit(spec, select_unit(spec, weight_format(weights), prof.default_unit(spec)))
+        prof.for_unit(spec, unit)
     except PlannerError:
-        units = sorted({f"{spec.vendor} {u.kind}" for u in spec.units})
-        return (f"{prof.name} has no fitted profile for {' / '.join(units)} units: shown with the calibrated or "
-                f"default efficiencies (profiles exist for {', '.join(c.key for c in prof.classes)})")
-    return None
+        return True
+    return False
 
 
 def split_efficiency_for(eff: str, spec: HardwareSpec, weights: str) -> tuple[str, str | None]:
-    """split_efficiency, without the runtime where it has no profile for this device (runtime_gap)."""
+    """split_efficiency, without the runtime where it does not run on this device's vendor (runtime_gap)."""
     mode, runtime = split_efficiency(eff)
-    return (mode, None) if runtime is not None and runtime_gap(eff, spec, weights) else (mode, runtime)
+    if runtime is None:
+        return mode, None
+    from .roofline import select_unit
+    from .runtimes import load_runtime
+    prof = load_runtime(runtime)
+    refused = _runtime_refuses(prof, spec, select_unit(spec, weight_format(weights), prof.default_unit(spec)))
+    return (mode, None) if refused else (mode, runtime)
 
 
 def ui_estimate(m, spec, weights, kv, batch, prompt, output, eff: str, tp: int = 1) -> Estimate:

@@ -121,7 +121,9 @@ def _add_units(df):
     units, classes = [], []
     for h, w in zip(df["hardware"], df["weights"]):
         spec = load_hardware(h)
-        name = next(u.name for u in spec.units if u.kind == RUNTIME_UNIT_KIND)
+        # the engine's GPU, as `estimate --runtime` picks it (RuntimeProfile.default_unit); a device without one (a
+        # CPU-only spec) runs on the unit select_unit picks
+        name = next((u.name for u in spec.units if u.kind == RUNTIME_UNIT_KIND), None)
         u = select_unit(spec, weight_format(w), name)
         units.append(u.name)
         classes.append(hardware_class(spec, u))

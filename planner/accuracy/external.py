@@ -150,6 +150,14 @@ def _interval(profiles, r, key: str):
 
     prof = profiles.get(r["runtime"])
     pc = next((c for c in prof.classes if c.key == r["hw_class"]), None) if prof else None
+    if prof is not None and pc is None:  # an engine no row measured on this vendor: what estimate prints
+        from ..errors import PlannerError
+        from ..hardware import load_hardware
+        spec = load_hardware(r["hardware"])
+        try:
+            pc = prof.for_unit(spec, spec.unit(r["unit"]))  # the kind defaults' range, widened (unmeasured_class)
+        except PlannerError:  # the engine does not run on the vendor
+            pc = None
     pc = pc or default_interval_class()
     if pc is None:
         return np.nan, np.nan

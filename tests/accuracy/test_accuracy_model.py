@@ -292,15 +292,40 @@ def test_runtime_estimate_carries_the_profile_interval():
     assert e.end_to_end.latency_s_low < e.end_to_end.latency_s < e.end_to_end.latency_s_high
 
 
-def test_unknown_runtime_and_uncovered_class_are_one_line_errors(capsys):
+def test_unknown_runtime_is_a_one_line_error(capsys):
     with pytest.raises(PlannerError, match="unknown runtime 'vllmx'; allowed: deepspeed-mii, exllamav2, gpt-fast, "
                                            "hf-eager, llamacpp, lmdeploy, sglang, tgi, trtllm, vllm"):
         estimate("llama-2-7b", "h100-sxm", runtime="vllmx")
-    with pytest.raises(PlannerError, match="llamacpp has no profile for Intel gpu"):
-        estimate("llama-2-7b", "arc-pro-b60", runtime="llamacpp")
-    assert main(["estimate", "-m", "llama-2-7b", "-H", "arc-pro-b60", "--runtime", "llamacpp"]) == 2
+    assert main(["estimate", "-m", "llama-2-7b", "-H", "h100-sxm", "--runtime", "vllmx"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --runtime:") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("hw", ["arc-pro-b60", "x86-server-cpu"])
+def test_an_engine_on_an_unmeasured_vendor_takes_the_kind_defaults_with_a_widened_range(hw, capsys):
+    """llama.cpp on an Intel GPU or on a CPU: no published row covers it, so the estimate runs on the unit's kind
+    default efficiency (efficiency.yaml: GPU 0.80 of bandwidth), says so in a warning, and its range is the kind
+    defaults' range against published measurements (intervals.yaml) widened x1.3 in log space around its geometric
+    centre c = sqrt(p10 p90): p10' = c (p10 / c)^1.3, p90' = c (p90 / c)^1.3."""
+    import math
+
+    from planner.hardware import efficiency_defaults
+    from planner.runtimes import _default_intervals
+
+    spec = load_hardware(hw)
+    e = estimate("llama-2-7b", hw, "q4_0", runtime="llamacpp")
+    kind = spec.units[0].kind
+    assert e.efficiency.bandwidth_fraction == efficiency_defaults().by_unit_kind[kind].bandwidth_fraction
+    assert any(w.startswith(f"llama.cpp has no published measurement on {spec.vendor} {kind} units") for w in e.warnings)
+    iv = _default_intervals().intervals["decode"]
+    c = math.sqrt(iv.p10 * iv.p90)
+    p10, p90 = c * (iv.p10 / c) ** 1.3, c * (iv.p90 / c) ** 1.3
+    assert p10 < iv.p10 and p90 > iv.p90
+    d = e.decode
+    assert d.tokens_per_s_per_sequence_low == pytest.approx(d.tokens_per_s_per_sequence * p10, rel=1e-9)
+    assert d.tokens_per_s_per_sequence_high == pytest.approx(d.tokens_per_s_per_sequence * p90, rel=1e-9)
+    assert main(["estimate", "-m", "llama-2-7b", "-H", hw, "-w", "q4_0", "--runtime", "llamacpp"]) == 0
+    assert "has no published measurement" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("rt, name", [("trtllm", "TensorRT-LLM"), ("lmdeploy", "LMDeploy TurboMind"),

@@ -205,3 +205,24 @@ def test_the_pending_sets_stay_ready_for_planner_accuracy_data(name):
     assert np.isfinite(res["pred"]).all() and (res["pred"] > 0).all()
     if reason:
         assert expect_unmapped > 0 and un["reason"].str.contains(reason, regex=False).all()
+
+
+def test_an_engine_on_an_unmeasured_unit_gets_the_estimate_and_range_estimate_prints(tmp_path):
+    """llama.cpp on a CPU-only spec and on an Intel Arc GPU: no published row covers either class, so each row is
+    predicted on the kind defaults (no traceback for a device without a GPU unit) with the range `planner estimate
+    --runtime llamacpp` prints for it, the kind defaults' range widened x1.3 (runtimes.unmeasured_class)."""
+    from planner import estimate
+    rows = [["mine", "x86-server-cpu", "", "llama.cpp", "llama-2-7b", 6.74, "q4_0", "f16", 1, 0, 128,
+             "decode_tok_s_per_seq", 20.0, "tok/s", ""],
+            ["mine", "Intel Arc B580", "", "llama.cpp (SYCL)", "llama-2-7b", 6.74, "q4_0", "f16", 1, 0, 128,
+             "decode_tok_s_per_seq", 60.0, "tok/s", ""]]
+    res = external.check([_file(tmp_path, rows)])["results"]
+    assert list(res["hardware"]) == ["x86-server-cpu", "arc-b580"] and list(res["unit"]) == ["cpu", "gpu"]
+    for r in res.to_dict("records"):
+        e = estimate("llama-2-7b", r["hardware"], "q4_0", prompt=1, output=128, runtime="llamacpp")
+        d = e.decode
+        assert r["pred"] == pytest.approx(d.tokens_per_s_per_sequence, rel=0.02)
+        assert r["low"] / r["pred"] == pytest.approx(d.tokens_per_s_per_sequence_low / d.tokens_per_s_per_sequence,
+                                                     rel=1e-6)
+        assert r["high"] / r["pred"] == pytest.approx(d.tokens_per_s_per_sequence_high / d.tokens_per_s_per_sequence,
+                                                      rel=1e-6)

@@ -45,10 +45,14 @@ def test_sweep_with_a_runtime_matches_estimate():
         e = estimate(r.model, r.hardware, r.weights, batch=int(r.batch), prompt=512, output=128, runtime="llamacpp")
         assert r.tpot_ms == pytest.approx(e.decode.latency_ms_per_token, rel=1e-9)
         assert r.ttft_ms == pytest.approx(e.prefill.latency_ms, rel=1e-9)
-    # a device class the profile was not fitted on gets no rows; a grid of only such devices is a one-line error
+    # a device class no published row covers runs on the kind defaults, as estimate does (RuntimeProfile.for_unit);
+    # a vendor the engine does not run on gets no rows, and a grid of only such devices is a one-line error
+    arc = sweep(["llama-3.1-8b"], ["arc-pro-b60"], ["fp16"], [1], [512], [128], runtime="llamacpp")
+    e = estimate("llama-3.1-8b", "arc-pro-b60", "fp16", prompt=512, output=128, runtime="llamacpp")
+    assert arc.iloc[0].tpot_ms == pytest.approx(e.decode.latency_ms_per_token, rel=1e-9)
     from planner.errors import PlannerError
     with pytest.raises(PlannerError, match="runtime profile"):
-        sweep(["llama-3.1-8b"], ["arc-pro-b60"], ["fp16"], runtime="llamacpp")
+        sweep(["llama-3.1-8b"], ["mi300x"], ["fp16"], runtime="trtllm")
 
 
 @pytest.mark.parametrize("model, prompt, output", [
