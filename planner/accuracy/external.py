@@ -95,11 +95,27 @@ def _bad_value(r) -> str | None:
     return None
 
 
+def refused(rec: dict) -> str | None:
+    """The one-line error `planner estimate` gives for a mapped row's configuration (an engine on a vendor it does
+    not run on, a tensor-parallel group larger than the device's node, a TP degree the model cannot be split by),
+    or None: such a row is listed with that reason, not predicted."""
+    from .. import estimate
+    from ..errors import PlannerError
+    try:
+        estimate(rec["model"], rec["hardware"], rec["weights"], rec["kv_dtype"], 1, 1, 1, runtime=rec["runtime"],
+                 tp=int(rec.get("tp", 1) or 1))
+    except PlannerError as exc:
+        return str(exc)
+    return None
+
+
 def load_external(paths) -> tuple["pd.DataFrame", "pd.DataFrame"]:
     """(mapped rows, unmapped rows with `reason`) of every file (a path, or an upload as (name, bytes)), mapped as
     the project's rows are."""
+    from .data import KINDS as PUBLIC_KINDS
     from .data import map_public_rows, rows_frame, _runtime
     from .predict import length_problem
+    from .serving_rows import METRICS as SERVING_METRICS
     from .serving_rows import map_serving_rows, serving_runtime
 
     mapped, unmapped = [], []
@@ -114,14 +130,18 @@ def load_external(paths) -> tuple["pd.DataFrame", "pd.DataFrame"]:
         for c in ("value", *NUMERIC):
             ok[c] = pd.to_numeric(ok[c], errors="coerce")
         fw = [str(f) for f in ok["framework"]]
-        serving_fw = np.array([serving_runtime(f) is not None for f in fw], dtype=bool)
-        public_fw = np.array([_runtime(f) is not None for f in fw], dtype=bool) & ~serving_fw
+        # a serving engine's rows, and any engine's rows of a metric only the serving mapper reads (a TensorRT-LLM
+        # or llama.cpp server's TPOT, ITL or end-to-end latency), go to map_serving_rows
+        serving_only = np.array([m not in PUBLIC_KINDS and m in SERVING_METRICS for m in ok["metric"]], dtype=bool)
+        known = np.array([_runtime(f) is not None for f in fw], dtype=bool)
+        serving_fw = np.array([serving_runtime(f) is not None for f in fw], dtype=bool) | (known & serving_only)
+        public_fw = known & ~serving_fw
         pub, srv, other = ok.loc[public_fw], ok.loc[serving_fw], ok.loc[~public_fw & ~serving_fw]
         m1, u1 = map_public_rows(pub, name)
         m2, u2 = map_serving_rows(srv.drop(columns="row"), name, rows=list(srv["row"]))
         by_row = {int(r["row"]): r for r in raw.to_dict("records")}
         for rec in m1 + m2:
-            why = length_problem(rec)
+            why = length_problem(rec) or refused(rec)
             if why:
                 unmapped.append({**by_row[int(rec["row"])], "file": name, "reason": why})
             else:

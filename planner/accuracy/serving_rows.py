@@ -87,6 +87,7 @@ from pathlib import Path
 
 from ..hardware import REPO_ROOT
 from .decode_kernels import decode_kernel_per_query_head
+from .data import _runtime as public_runtime
 from .data import planner_format, published_layout
 from .labels import hardware_id, model_id
 
@@ -292,7 +293,8 @@ def map_serving_row(r: dict, hw_known: set, models_known: set, run_output_tok_s:
     of each request-throughput run (_run_key -> value of its throughput row), for its other metrics; bursts=False:
     a burst is listed with BURST_NOT_FITTED."""
     src, metric = r["source_id"], r["metric"]
-    runtime = serving_runtime(r["framework"])
+    # a serving engine's label, else any engine the public rows name (a user's TensorRT-LLM or llama.cpp TPOT rows)
+    runtime = serving_runtime(r["framework"]) or public_runtime(r["framework"])
     hw, hw_reason = HARDWARE_IDS.get(r["hardware"]), None
     if hw is None:  # a label the table does not list: the catalog's own names (labels.py)
         hw, hw_reason = hardware_id(r["hardware"], hw_known)

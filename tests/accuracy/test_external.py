@@ -226,3 +226,22 @@ def test_an_engine_on_an_unmeasured_unit_gets_the_estimate_and_range_estimate_pr
                                                      rel=1e-6)
         assert r["high"] / r["pred"] == pytest.approx(d.tokens_per_s_per_sequence_high / d.tokens_per_s_per_sequence,
                                                       rel=1e-6)
+
+
+def test_an_engines_serving_metrics_map_and_refused_configurations_say_why(tmp_path):
+    """A TensorRT-LLM row's TPOT (a metric the public rows' mapper does not read) maps through the serving rows'
+    mapper to the trtllm profile; rows `planner estimate` refuses are listed with its own one-line error: TensorRT-LLM
+    on an MI300X (CUDA-only), tensor parallelism 8 on a device whose node holds one."""
+    rows = [["mine", "NVIDIA H100 SXM5 80GB", "", "TensorRT-LLM v0.9", "Meta-Llama-3.1-8B-Instruct", 8.03, "fp8", "fp8",
+             1, 128, 128, "tpot_ms", 6.0, "ms", ""],
+            ["mine", "AMD Instinct MI300X", "", "TensorRT-LLM v0.9", "Meta-Llama-3.1-8B-Instruct", 8.03, "fp8", "fp8",
+             1, 128, 128, "tpot_ms", 6.0, "ms", ""],
+            ["mine", "x86-server-cpu", "8 x x86-server-cpu, TP8", "vLLM 0.11", "Meta-Llama-3.1-8B-Instruct", 8.03,
+             "bf16", "bf16", 4, 512, 128, "tpot_ms", 100.0, "ms", ""]]
+    out = external.check([_file(tmp_path, rows)])
+    res, unmapped = out["results"], out["unmapped"]
+    assert list(zip(res["hardware"], res["runtime"], res["metric"])) == [("h100-sxm", "trtllm", "tpot_ms")]
+    assert (res["pred"] > 0).all() and np.isfinite(res["pred"]).all()
+    reasons = dict(zip(unmapped["row"], unmapped["reason"]))
+    assert reasons[1].startswith("--runtime: trtllm (TensorRT-LLM) runs on NVIDIA GPUs only")
+    assert reasons[2].startswith("--tp: 8 exceeds the 1 device(s)")
