@@ -53,6 +53,7 @@ NEW_43 = [
     "rtx-5070", "rtx-5060-ti-8gb", "rtx-5060", "rtx-4060", "rtx-4060-ti-8gb", "rtx-3050-8gb", "gtx-1080-ti", "b300",
     "v100-sxm2-16gb", "rtx-a2000-12gb", "rtx-2000-ada", "rtx-pro-5000-blackwell", "rtx-pro-4000-blackwell",
     "rx-7800-xt", "rx-7900-gre", "rx-7600", "radeon-pro-w7900", "rx-9070", "arc-b570", "apple-m5",
+    "a100-40gb-pcie", "gaudi-2", "intel-max-1550", "quadro-rtx-8000", "titan-rtx", "ryzen-ai-9-hx-370",
 ]
 REQUIRED = (NVIDIA_DATACENTER + AMD_DATACENTER + CONSUMER + EDGE + APPLE + PHONES_LAPTOPS + CPU
             + NEW_NVIDIA_DATACENTER + NEW_OTHER + NEW_35 + NEW_43)
@@ -174,6 +175,11 @@ def test_required_ids_exist(catalog):
         ("radeon-pro-w7900", "bandwidth", 18 * 384 / 8),
         ("arc-b570", "bandwidth", 19 * 160 / 8), ("arc-b570", "int8", 203),
         ("apple-m5", "bandwidth", 153),
+        # A100 datasheet PCIe 40GB column: 1,555 GB/s, the SXM peaks (312 dense fp16); Gaudi 2: 2.45 TB/s HBM2e, 432
+        # BF16 TFLOPS (Intel, Hot Chips 2024); Max 1550: 3.2768 TB/s, 128 Xe cores x 4,096 FLOP/clk x 1.6 GHz BF16
+        ("a100-40gb-pcie", "bandwidth", 1555), ("a100-40gb-pcie", "fp16", 312),
+        ("gaudi-2", "bandwidth", 2450), ("gaudi-2", "bf16", 432),
+        ("intel-max-1550", "bandwidth", 3276.8), ("intel-max-1550", "bf16", 128 * 4096 * 1.6e9 / 1e12),
     ],
 )
 def test_published_facts(catalog, hw_id, field, expected):

@@ -10,13 +10,17 @@ catalog has several ("A100 80GB": SXM or PCIe; "H100"; an Apple chip without its
 holds a binned one) or that ties between specs resolves to None with the candidates in the reason.
 
 Names that stand for one catalog device (GPU_NAMES): the chip or GPU name of a system-on-chip ("NVIDIA GB10" is the
-DGX Spark's, and the ASUS / Dell GB10 boxes' chip; "Radeon 8060S" is the 40-CU GPU of the Ryzen AI Max+ 395), and
+DGX Spark's, and the ASUS / Dell GB10 boxes' chip; "Radeon 8060S" is the 40-CU GPU of the Ryzen AI Max+ 395, "Radeon
+890M" the 16-CU GPU of the Ryzen AI 9 HX 370), and
 nvidia-smi's name for the H100 SXM5, "NVIDIA H100 80GB HBM3" (the PCIe card reports "H100 PCIe", the NVL "H100 NVL").
 
 Model: the label, without an organisation prefix (meta-llama/) and the suffixes that name a tuning, packaging or
 dated re-release of the same weights' shapes (-Instruct, -Chat, -hf, -it, -Base, -Thinking, -GGUF, -AWQ, -GPTQ,
 -Int4, -FP8, a YYMM release tag such as Qwen3's -2507), lower case, spaces as hyphens, with a leading "Meta-"
-dropped, must equal a catalog id ("Meta-Llama-3.1-8B-Instruct" -> llama-3.1-8b, "Llama 3.1 8B" -> llama-3.1-8b).
+dropped, must equal a catalog id ("Meta-Llama-3.1-8B-Instruct" -> llama-3.1-8b, "Llama 3.1 8B" -> llama-3.1-8b), or the
+name of the Hugging Face repo whose config.json the entry was built from, normalized the same way (its `source`:
+"Mistral-Small-24B-Instruct-2501" -> mistral-small-3-24b), or a derivative that kept the base's shapes (DERIVATIVES:
+DeepSeek's R1 distillations, the Qwen2.5-Coder models, dated DeepSeek re-releases).
 A version tag (-v0.1) counts only where the catalog entry was built from that version's config.json
 ("Mixtral-8x7B-Instruct-v0.1" -> mixtral-8x7b; "Mistral-7B-Instruct-v0.3", a new vocabulary and no sliding window,
 stays unmapped). No fuzzy match: a version or size the catalog does not hold stays unmapped.
@@ -25,6 +29,7 @@ stays unmapped). No fuzzy match: a version or size the catalog does not hold sta
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _DROP = {"nvidia", "geforce", "amd", "instinct", "radeon", "intel", "tesla", "gpu", "graphics", "generation",
          "edition", "card", "the"}
@@ -35,6 +40,7 @@ _MODEL_SUFFIXES = re.compile(
 _VERSION_TAG = re.compile(r"^(.*?)(?:-(?:instruct|chat|base))?-(v\d+(?:\.\d+)?)$")
 # a chip or GPU name that stands for one catalog device (module docstring): label tokens -> the device's id tokens
 GPU_NAMES = {frozenset({"gb10"}): "dgx-spark", frozenset({"8060s"}): "ryzen-ai-max-395",
+             frozenset({"890m"}): "ryzen-ai-9-hx-370",
              frozenset({"h100", "hbm3"}): "h100-sxm"}
 
 
@@ -91,20 +97,65 @@ def hardware_id(label, known) -> tuple[str | None, str | None]:
     return spec_id, None
 
 
+# derivatives whose config.json has the catalog entry's shapes (layers, widths, heads, experts, vocabulary): the
+# model card names the base, and the fine-tune, distillation or dated re-release kept its architecture
+DERIVATIVES = {
+    "deepseek-r1-distill-llama-70b": "llama-3.3-70b",   # model card: base Llama-3.3-70B-Instruct
+    "deepseek-r1-distill-llama-8b": "llama-3.1-8b",     # base Llama-3.1-8B
+    "deepseek-r1-distill-qwen-32b": "qwen2.5-32b",      # base Qwen2.5-32B
+    "deepseek-r1-distill-qwen-14b": "qwen2.5-14b",      # base Qwen2.5-14B
+    "deepseek-r1-distill-qwen-7b": "qwen2.5-7b",        # base Qwen2.5-Math-7B: Qwen2.5-7B's shapes
+    "deepseek-r1-distill-qwen-1.5b": "qwen2.5-1.5b",    # base Qwen2.5-Math-1.5B: Qwen2.5-1.5B's shapes
+    "qwen2.5-coder-32b": "qwen2.5-32b", "qwen2.5-coder-14b": "qwen2.5-14b", "qwen2.5-coder-7b": "qwen2.5-7b",
+    "qwen3-coder-30b-a3b": "qwen3-30b-a3b",             # 48 layers, 128 experts top-8, 2048 wide (262K context)
+    "deepseek-v3-0324": "deepseek-v3", "deepseek-v3.1": "deepseek-v3", "deepseek-r1-0528": "deepseek-r1",
+    "llama-3.1-nemotron-70b": "llama-3.1-70b",          # NVIDIA's Llama-3.1-Nemotron-70B-Instruct fine-tune
+}
+
+
 def model_id(label, known) -> str | None:
-    """The catalog id a model label names exactly, tuning and packaging suffixes aside (module docstring)."""
+    """The catalog id a model label names exactly, tuning and packaging suffixes aside (module docstring): the id
+    itself, the Hugging Face repo the entry's config.json comes from (its `source`: 'Phi-3-mini-4k-instruct' ->
+    phi-3-mini, 'Mistral-Small-24B-Instruct-2501' -> mistral-small-3-24b), or a derivative of the same shapes
+    (DERIVATIVES)."""
     if not isinstance(label, str) or not label.strip():
         return None
-    name = label.strip().split("/")[-1].lower()
-    name = re.sub(r"\s*\(.*\)$", "", name).replace("_", "-")
-    name = re.sub(r"\s+", "-", name.strip())
-    name = re.sub(r"^meta-", "", _MODEL_SUFFIXES.sub("", name))
+    name = _model_name(label)
     if name in known:
         return name
     tagged = _VERSION_TAG.match(name)
     if tagged and tagged.group(1) in known and _built_from_version(tagged.group(1), tagged.group(2)):
         return tagged.group(1)
+    for hit in (_repo_ids(frozenset(known)).get(name), DERIVATIVES.get(name)):
+        if hit in known:
+            return hit
     return None
+
+
+def _model_name(label: str) -> str:
+    """A model label or repo name, normalized: last path component, lower case, spaces and underscores as hyphens,
+    tuning / packaging / release-tag suffixes and a leading 'Meta-' dropped."""
+    name = label.strip().split("/")[-1].lower()
+    name = re.sub(r"\s*\(.*\)$", "", name).replace("_", "-")
+    name = re.sub(r"\s+", "-", name.strip())
+    return re.sub(r"^meta-", "", _MODEL_SUFFIXES.sub("", name))
+
+
+@lru_cache(maxsize=4)
+def _repo_ids(known: frozenset) -> dict[str, str]:
+    """{normalized name of the Hugging Face repo a catalog entry was built from: its id}, from each entry's `source`
+    (its first huggingface.co/<org>/<repo> URL); a name two entries share is left out."""
+    from ..architecture import load_model
+    out, seen = {}, set()
+    for mid in sorted(known):
+        m = re.search(r"huggingface\.co/[^/\s]+/([^/\s;]+)", str(load_model(mid).source))
+        if m is None:
+            continue
+        key = _model_name(m.group(1))
+        if key in out and out[key] != mid:
+            seen.add(key)
+        out[key] = mid
+    return {k: v for k, v in out.items() if k not in seen}
 
 
 def _built_from_version(model: str, version: str) -> bool:

@@ -34,6 +34,7 @@ MODELS = set(list_model_ids())
     ("NVIDIA GeForce RTX 5070", "rtx-5070"), ("AMD Radeon RX 9070", "rx-9070"), ("AMD Radeon RX 9070 XT", "rx-9070-xt"),
     ("NVIDIA B300 SXM6 AC", "b300"), ("Intel Arc B570", "arc-b570"), ("Apple M5", "apple-m5"),
     ("NVIDIA GeForce RTX 4060", "rtx-4060"), ("NVIDIA GeForce GTX 1080 Ti", "gtx-1080-ti"),
+    ("AMD Radeon 890M", "ryzen-ai-9-hx-370"), ("Intel Gaudi 2", "gaudi-2"), ("NVIDIA A100-PCIE-40GB", "a100-40gb-pcie"),
 ])
 def test_labels_resolve_to_the_catalog_id(label, expected):
     assert hardware_id(label, HW) == (expected, None)
@@ -66,7 +67,17 @@ def test_labels_that_do_not_say_which_variant_are_not_guessed(label, needle):
     ("Llama 3.1 8B", "llama-3.1-8b"),     # spaces as hyphens
     ("Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b"), ("Qwen3-235B-A22B-Thinking-2507", "qwen3-235b-a22b"),
     ("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int4", "qwen2.5-7b"),
-    ("Mistral-Small-24B-Instruct-2501", None),  # the catalog names it mistral-small-3-24b: no guess
+    # the Hugging Face repo a catalog entry's config.json comes from (its `source`) names that entry, not a guess
+    ("Mistral-Small-24B-Instruct-2501", "mistral-small-3-24b"), ("microsoft/Phi-3-mini-4k-instruct", "phi-3-mini"),
+    ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "llama-4-scout"),
+    ("Llama-4-Maverick-17B-128E-Instruct-FP8", "llama-4-maverick"),
+    # derivatives that kept the base's shapes (labels.DERIVATIVES: the model card names the base)
+    ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "llama-3.3-70b"), ("DeepSeek-R1-Distill-Qwen-32B", "qwen2.5-32b"),
+    ("Qwen2.5-Coder-32B-Instruct", "qwen2.5-32b"), ("DeepSeek-V3-0324", "deepseek-v3"),
+    ("Qwen3-Coder-30B-A3B-Instruct", "qwen3-30b-a3b"),
+    ("Mistral-Small-24B", "mistral-small-3-24b"),  # the repo's name, its release tag aside (as Qwen3's -2507)
+    ("gemma-2-27b-it", "gemma-2-27b"), ("mistralai/Mixtral-8x22B-Instruct-v0.1", "mixtral-8x22b"),
+    ("Mixtral-8x14B-Instruct", None), ("gemma-2-13b-it", None),  # no repo or entry of that name: no guess
     ("Llama-3.1-13B", None), (None, None),
 ])
 def test_model_labels_match_exactly_apart_from_tuning_suffixes(label, expected):
