@@ -263,6 +263,7 @@ class RooflineReport(_Out):
     peak_note: str = ""                   # why peak_tflops['matmul'] differs from the listed peak (roofline.matmul_peak_note)
     weight_bandwidth_share: float = 1.0   # mixed-input weight-only GEMMs: their share of the effective bandwidth
     mixed_input_weights: str = ""         # which weights run those kernels: the format, or gpt-oss's routed experts
+    gemm_regime: bool = False             # the kernel-fitted GEMM regime curve applies to this unit's weight GEMMs
 
 
 class EngineReport(_Out):
@@ -604,7 +605,7 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
                           ridge_flop_per_byte=dev.ridge_flop_per_byte,
                           effective_ridge_flop_per_byte=dev.eff_peak_flops[MATMUL] / dev.eff_bandwidth_bytes_s,
                           effective_bandwidth_gbs=dev.eff_bandwidth_bytes_s / 1e9, sm_count=dev.sm_count,
-                          peak_note=matmul_peak_note(u, dev.dtypes[MATMUL], eff),
+                          peak_note=matmul_peak_note(u, dev.dtypes[MATMUL], eff), gemm_regime=dev.gemm_regime is not None,
                           **_mixed_input(fmt, expert_fmt, dev))
     iv_report = None
     if pc is not None:

@@ -88,8 +88,8 @@ def estimate_text(e: Estimate) -> str:
         + (f", decode attention's extra K/V passes at {e.efficiency.kv_reread_share:.2f} of a DRAM pass"
            if e.efficiency.kv_reread_share != 1.0 and (not e.flash_attention or e.efficiency.kv_read_per_query_head)
            else "")
-        + (f", GEMM regime from {e.efficiency.kernel_library}'s measured kernels" if e.efficiency.kernel_library
-           else "") + ", "
+        + (f", GEMM regime from {e.efficiency.kernel_library}'s measured kernels"
+           if e.efficiency.kernel_library and r.gemm_regime else "") + ", "
         f"{e.efficiency.kernel_overhead_us:g} us/op, {e.efficiency.step_overhead_ms:g} ms/step  [{e.efficiency.source}]",
     ]
     if _sm_capped(e):

@@ -203,6 +203,12 @@ def test_an_engine_with_its_own_kernel_tables_takes_its_library_constants():
         assert dev.kernel_peak_flops == pytest.approx(spec.units[0].peak_tflops["fp8"] * 1e12 * share, rel=1e-9)
         assert float(time_ops([gemm], dev)[0].overhead_s) == pytest.approx(2 * (3e-6 + extra), rel=1e-9)
     assert spec.units[0].peak_tflops["fp8"] * 0.4206 == pytest.approx(832.4, abs=0.5)
+    # the text names the library only where the regime applies (NVIDIA units with an SM count)
+    from planner.report import estimate_text
+    on, off = estimate("llama-3.1-8b", "h100-sxm", runtime="vllm"), estimate("llama-3.1-8b", "gaudi-2", runtime="vllm")
+    assert on.roofline.gemm_regime and not off.roofline.gemm_regime
+    assert "GEMM regime from vllm's measured kernels" in estimate_text(on)
+    assert "GEMM regime from" not in estimate_text(off)
 
 
 def test_grouped_compute_ratio_is_the_median_of_moe_over_dense_fractions():
