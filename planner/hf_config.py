@@ -378,6 +378,13 @@ def _plain(f, raw):
     return {"mlp_gated": False, "mlp_bias": gptj, "parallel_attention_mlp": bool(parallel)}
 
 
+def _cohere(f, raw):
+    """Cohere (Command-R): attention and a gated (SwiGLU) MLP read the same LayerNorm output and add into one residual
+    (transformers modeling_cohere CohereDecoderLayer: hidden + attn(ln(x)) + mlp(ln(x))): one norm per layer; the
+    LM head is the tied embedding (scaled by logit_scale, no weights of its own)."""
+    return {"parallel_attention_mlp": True, "norms_per_layer": 1}
+
+
 # model_type -> (builder, field aliases {config name: schema name}, defaults applied when a field is absent)
 _GPTJ = {"n_embd": "hidden_size", "n_head": "num_attention_heads", "n_layer": "num_hidden_layers",
          "n_inner": "intermediate_size", "n_positions": "max_position_embeddings"}
@@ -403,6 +410,7 @@ FAMILIES: dict[str, tuple[Callable, dict, dict]] = {
     "jamba": (_jamba, {"mamba_d_state": "state_size", "mamba_d_conv": "conv_kernel", "mamba_expand": "expand",
                        "mamba_dt_rank": "dt_rank", "mamba_conv_bias": "use_conv_bias", "mamba_proj_bias": "use_bias"}, {}),
     "gptj": (_plain, _GPTJ, {"max_position_embeddings": 2048}),
+    "cohere": (_cohere, {}, {"tie_word_embeddings": True}),
     "falcon": (_plain, {"n_head": "num_attention_heads", "n_layer": "num_hidden_layers",
                         "ffn_hidden_size": "intermediate_size"}, {"max_position_embeddings": 2048}),
 }
@@ -417,7 +425,7 @@ ARCHITECTURES = {
     "NemotronHForCausalLM": "nemotron_h", "FalconH1ForCausalLM": "falcon_h1", "JambaForCausalLM": "jamba",
     "GemmaForCausalLM": "gemma", "GPTJForCausalLM": "gptj", "FalconForCausalLM": "falcon",
     "Mistral3ForConditionalGeneration": "mistral", "Glm4MoeLiteForCausalLM": "glm4_moe_lite",
-    "InternLMForCausalLM": "internlm", "InternLM2ForCausalLM": "internlm2",
+    "InternLMForCausalLM": "internlm", "InternLM2ForCausalLM": "internlm2", "CohereForCausalLM": "cohere",
 }
 # multimodal wrappers whose text model sits under text_config
 _TEXT_CONFIG_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}

@@ -5,8 +5,8 @@ Hardware: the label and every catalog id are cut into tokens (lower case; vendor
 NVIDIA, GeForce, AMD, Instinct, Radeon, Intel, Tesla, GPU, Graphics, Generation, Edition; SXM4/SXM5 -> sxm; an Apple
 "(30-core GPU)" -> 30c). A spec matches when all its id's tokens are in the label's; the match with the most tokens
 wins ("RTX 3080 Ti" -> rtx-3080-ti, not rtx-3080), unless a label token it lacks belongs to more specific ids only
-("RTX 4060 Ti" names rtx-4060-ti-8gb or -16gb, not rtx-4060: unmapped, with the two). Nothing is guessed: a label that names no variant where the
-catalog has several ("A100 80GB": SXM or PCIe; "H100"; an Apple chip without its GPU core count where the catalog
+("RTX 4060 Ti" names rtx-4060-ti-8gb or -16gb, not rtx-4060: unmapped, with the two). Nothing is guessed: a label
+that names no variant where the catalog has several ("A100 80GB": SXM or PCIe; "H100"; an Apple chip without its GPU core count where the catalog
 holds a binned one) or that ties between specs resolves to None with the candidates in the reason.
 
 Names that stand for one catalog device (GPU_NAMES): the chip or GPU name of a system-on-chip ("NVIDIA GB10" is the

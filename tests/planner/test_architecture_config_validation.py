@@ -85,7 +85,7 @@ _FIELDS = ["hidden_size", "num_attention_heads", "num_key_value_heads", "num_hid
            "num_local_experts", "num_experts_per_tok", "moe_intermediate_size", "kv_lora_rank", "layer_types",
            "attention_chunk_size", "state_size", "hybrid_override_pattern", "text_config"]
 _TYPES = ["llama", "mixtral", "qwen3_moe", "deepseek_v3", "gpt_oss", "llama4_text", "qwen3_next", "nemotron_h",
-          "falcon_h1", "jamba", "mamba2", "gemma3", "glm4_moe", "deepseek_v32"]
+          "cohere", "falcon_h1", "jamba", "mamba2", "gemma3", "glm4_moe", "deepseek_v32"]
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

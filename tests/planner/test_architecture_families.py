@@ -372,3 +372,16 @@ def test_a_tied_embedding_is_stored_at_the_output_tensors_type():
     assert weight_bytes_by_group(l3, q4)["embedding"] == pytest.approx(128256 * 4096 * 4.5 / 8)
     assert weight_bytes_by_group(l3, q4)["lm_head"] == pytest.approx(128256 * 4096 * 6.5625 / 8)
     assert weight_bytes_by_group(g, weight_format("fp16"))["embedding"] == pytest.approx(671_252_480 * 2)
+
+
+def test_cohere_command_r_by_hand():
+    """Command-R (CohereForCausalLM): attention and a gated SwiGLU MLP off one LayerNorm per layer, tied embeddings.
+    Parameters by hand from the config (hidden 8192, 40 layers, 64 heads = key/value heads, intermediate 22,528,
+    vocabulary 256,000): embeddings 256,000 x 8,192 = 2,097,152,000; per layer q/k/v/o 4 x 8,192^2 = 268,435,456,
+    MLP 3 x 8,192 x 22,528 = 553,648,128, one norm 8,192 -> 822,091,776 x 40 = 32,883,671,040; the final norm
+    8,192: 34,980,831,232 (the model card's "35B"). Under tensor parallelism the two branches share one all-reduce
+    per layer (parallel_attention_mlp), as GPT-J's and Falcon's do."""
+    from planner.architecture import load_model
+    m = load_model("command-r")
+    assert m.family == "cohere" and m.parallel_attention_mlp and m.mlp_gated and m.tie_word_embeddings
+    assert m.total_params == 256_000 * 8192 + 40 * (4 * 8192 ** 2 + 3 * 8192 * 22528 + 8192) + 8192 == 34_980_831_232
