@@ -605,7 +605,8 @@ def estimate(model: str | ModelArch, hardware: str | HardwareSpec, weights: str 
                           ridge_flop_per_byte=dev.ridge_flop_per_byte,
                           effective_ridge_flop_per_byte=dev.eff_peak_flops[MATMUL] / dev.eff_bandwidth_bytes_s,
                           effective_bandwidth_gbs=dev.eff_bandwidth_bytes_s / 1e9, sm_count=dev.sm_count,
-                          peak_note=matmul_peak_note(u, dev.dtypes[MATMUL], eff), gemm_regime=dev.gemm_regime is not None,
+                          peak_note=matmul_peak_note(u, dev.dtypes[MATMUL], eff),
+                          gemm_regime=dev.gemm_regime is not None,
                           **_mixed_input(fmt, expert_fmt, dev))
     iv_report = None
     if pc is not None:

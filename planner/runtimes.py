@@ -190,6 +190,10 @@ class RuntimeProfile(_Frozen):
         key = f"{spec.vendor.lower()}-{unit.kind}"
         return any(c.key == key for c in self.classes)
 
+    def runs_on_vendor(self, spec: HardwareSpec) -> bool:
+        """Whether the engine's code runs on the device's vendor at all (runs_on: empty = every vendor)."""
+        return not self.runs_on or spec.vendor.lower() in self.runs_on
+
     def for_unit(self, spec: HardwareSpec, unit: ComputeUnit) -> RuntimeClass:
         """The class for this vendor's unit kind; where the profile has none and the engine runs on the vendor, the
         unmeasured class (unmeasured_class: the kind defaults, their range widened); a one-line error where the
@@ -198,7 +202,7 @@ class RuntimeProfile(_Frozen):
         for c in self.classes:
             if c.key == key:
                 return c
-        if self.runs_on and spec.vendor.lower() not in self.runs_on:
+        if not self.runs_on_vendor(spec):
             names = " and ".join(_VENDOR_NAMES.get(v, v) for v in self.runs_on)
             raise PlannerError(f"--runtime: {self.id} ({self.name}) runs on {names} GPUs only, and {spec.id} is "
                                f"{spec.vendor}'s; choose another --runtime or device")
@@ -314,9 +318,7 @@ def _unmeasured_class(prof: RuntimeProfile, spec: HardwareSpec, unit: ComputeUni
            f"{EXTRAPOLATION_WIDEN}: no measurement of {prof.name} on {spec.vendor} {unit.kind} units")
     return RuntimeClass.model_construct(
         vendor=spec.vendor.lower(), unit_kind=unit.kind, efficiency=eff, intervals=intervals,
-        fit=ClassFit.model_construct(rows_fit=0, devices_fit=[], devices_held_out=[], residual_median_abs_pct={},
-                                     interval_source=src, at_prior=[], level="default", sources=[], moe_rows=0,
-                                     multi_gpu_rows=0, traits=[]))
+        fit=ClassFit(rows_fit=0, devices_fit=[], devices_held_out=[], interval_source=src, level="default"))
 
 
 def widen(iv: Interval, factor: float) -> Interval:

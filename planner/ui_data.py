@@ -222,20 +222,9 @@ def runtime_gap(eff: str, spec: HardwareSpec, weights: str) -> str | None:
     from .runtimes import load_runtime
 
     prof = load_runtime(runtime)
-    unit = select_unit(spec, weight_format(weights), prof.default_unit(spec))
-    if _runtime_refuses(prof, spec, unit):
-        return (f"{prof.name} does not run on {spec.vendor} hardware: shown with the calibrated or default "
-                f"efficiencies")
-    return prof.unmeasured_note(spec, unit)  # the runtime's estimate on the kind defaults, its range widened
-
-
-def _runtime_refuses(prof, spec: HardwareSpec, unit) -> bool:
-    """Whether the runtime does not run on this vendor at all (RuntimeProfile.for_unit's one-line error)."""
-    try:
-        prof.for_unit(spec, unit)
-    except PlannerError:
-        return True
-    return False
+    if not prof.runs_on_vendor(spec):
+        return f"{prof.name} does not run on {spec.vendor} hardware: shown with the calibrated or default efficiencies"
+    return prof.unmeasured_note(spec, select_unit(spec, weight_format(weights), prof.default_unit(spec)))
 
 
 def split_efficiency_for(eff: str, spec: HardwareSpec, weights: str) -> tuple[str, str | None]:
@@ -243,11 +232,8 @@ def split_efficiency_for(eff: str, spec: HardwareSpec, weights: str) -> tuple[st
     mode, runtime = split_efficiency(eff)
     if runtime is None:
         return mode, None
-    from .roofline import select_unit
     from .runtimes import load_runtime
-    prof = load_runtime(runtime)
-    refused = _runtime_refuses(prof, spec, select_unit(spec, weight_format(weights), prof.default_unit(spec)))
-    return (mode, None) if refused else (mode, runtime)
+    return (mode, runtime) if load_runtime(runtime).runs_on_vendor(spec) else (mode, None)
 
 
 def ui_estimate(m, spec, weights, kv, batch, prompt, output, eff: str, tp: int = 1) -> Estimate:

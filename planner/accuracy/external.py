@@ -13,6 +13,7 @@ fitted to (in_fit): the headline figures count the others.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -98,12 +99,17 @@ def _bad_value(r) -> str | None:
 def refused(rec: dict) -> str | None:
     """The one-line error `planner estimate` gives for a mapped row's configuration (an engine on a vendor it does
     not run on, a tensor-parallel group larger than the device's node, a TP degree the model cannot be split by),
-    or None: such a row is listed with that reason, not predicted."""
+    or None: such a row is listed with that reason, not predicted. One estimate per configuration (_refused)."""
+    return _refused(rec["model"], rec["hardware"], rec["weights"], rec["kv_dtype"], rec["runtime"],
+                    int(rec.get("tp", 1) or 1))
+
+
+@lru_cache(maxsize=1024)
+def _refused(model: str, hardware: str, weights: str, kv_dtype: str, runtime: str, tp: int) -> str | None:
     from .. import estimate
     from ..errors import PlannerError
     try:
-        estimate(rec["model"], rec["hardware"], rec["weights"], rec["kv_dtype"], 1, 1, 1, runtime=rec["runtime"],
-                 tp=int(rec.get("tp", 1) or 1))
+        estimate(model, hardware, weights, kv_dtype, 1, 1, 1, runtime=runtime, tp=tp)
     except PlannerError as exc:
         return str(exc)
     return None
@@ -169,15 +175,12 @@ def _interval(profiles, r, key: str):
     from ..runtimes import default_interval_class, interval_regime
 
     prof = profiles.get(r["runtime"])
-    pc = next((c for c in prof.classes if c.key == r["hw_class"]), None) if prof else None
-    if prof is not None and pc is None:  # an engine no row measured on this vendor: what estimate prints
-        from ..errors import PlannerError
+    pc = None
+    if prof is not None:  # the class estimate prints: fitted, or unmeasured_class's widened kind-default range
         from ..hardware import load_hardware
         spec = load_hardware(r["hardware"])
-        try:
-            pc = prof.for_unit(spec, spec.unit(r["unit"]))  # the kind defaults' range, widened (unmeasured_class)
-        except PlannerError:  # the engine does not run on the vendor
-            pc = None
+        if prof.runs_on_vendor(spec):
+            pc = prof.for_unit(spec, spec.unit(r["unit"]))
     pc = pc or default_interval_class()
     if pc is None:
         return np.nan, np.nan

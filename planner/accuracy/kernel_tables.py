@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,7 +97,6 @@ LIBRARY_BACKENDS = ("vllm", "sglang")  # engines whose own GEMM tables give them
 
 def _version_key(v: str) -> tuple:
     """Sort key of a version folder name: numeric parts as numbers (0.5.14 after 0.5.6.post2)."""
-    import re
     return tuple(int(x) if x.isdigit() else -1 for x in re.split(r"[.\-]|post|rc", v) if x != "")
 
 
@@ -115,20 +115,29 @@ def library_table_files(root: Path, backend: str) -> dict[str, Path]:
 def fit_library(files: dict[str, Path], tile_m: int, p: float) -> dict:
     """One engine's GemmLibrary: per dense table (system, dtype) f and t0 with the shared tile_m and p, then the
     median over the systems per dtype (fp16 = bf16); with the per-table fits for provenance."""
-    fracs, launches, per_table = {}, {}, {}
+    per_table = {}
     for tb in tables(load_gemm_rows(files)):
         f, b, t0, r = _fit_table(tb, tile_m, 0, p)
-        d = DTYPES[tb.dtype][0]
-        fracs.setdefault(d, []).append(f)
-        launches.setdefault(d, []).append(t0 * 1e6)
         per_table[f"{tb.system}/{tb.dtype}"] = {"rows": int(len(tb.t_s)), "compute_fraction": round(f, 4),
                                                 "bandwidth_fraction": round(b, 4), "launch_us": round(t0 * 1e6, 3),
                                                 "median_abs_log_error": round(float(np.median(np.abs(r))), 4)}
+    frac, launch = _medians_per_dtype(per_table)
+    return {"kernel_compute_fraction": frac, "launch_us": launch}, per_table
+
+
+def _medians_per_dtype(per_table: dict) -> tuple[dict, dict]:
+    """({dtype: median compute_fraction}, {dtype: median launch_us}) over the tables {'system/table dtype': fit} of a
+    kernel library (the GPUs measured), fp16 taking bf16's (the same tensor rate)."""
+    fracs, launches = {}, {}
+    for key, v in per_table.items():
+        d = DTYPES[key.split("/")[1]][0]
+        fracs.setdefault(d, []).append(v["compute_fraction"])
+        launches.setdefault(d, []).append(v["launch_us"])
     frac = {d: round(float(np.median(v)), 4) for d, v in sorted(fracs.items())}
     launch = {d: round(float(np.median(v)), 3) for d, v in sorted(launches.items())}
     if "bf16" in frac:
         frac["fp16"], launch["fp16"] = frac["bf16"], launch["bf16"]
-    return {"kernel_compute_fraction": frac, "launch_us": launch}, per_table
+    return frac, launch
 
 
 def table_files(root: Path, kind: str, name: str | None = None) -> dict[str, Path]:
@@ -446,15 +455,7 @@ def fit_regimes_document(gemm_files: dict[str, Path], moe_files: dict[str, Path]
 
     # the kernel library's share of the peak per dtype: median over the GPUs of each table's f (fp16 = bf16 rate)
     # and its fixed time per launch (t0), likewise
-    fracs, launches = {}, {}
-    for key, v in res["gemm"]["tables"].items():
-        fracs.setdefault(DTYPES[key.split("/")[1]][0], []).append(v["compute_fraction"])
-        launches.setdefault(DTYPES[key.split("/")[1]][0], []).append(v["launch_us"])
-    kernel_fraction = {d: round(float(np.median(v)), 4) for d, v in sorted(fracs.items())}
-    launch_us = {d: round(float(np.median(v)), 3) for d, v in sorted(launches.items())}
-    if "bf16" in kernel_fraction:
-        kernel_fraction["fp16"] = kernel_fraction["bf16"]
-        launch_us["fp16"] = launch_us["bf16"]
+    kernel_fraction, launch_us = _medians_per_dtype(res["gemm"]["tables"])
     libraries, library_fits = {}, {}
     for engine, fs in sorted((library_files or {}).items()):
         if fs:

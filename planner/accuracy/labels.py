@@ -6,8 +6,9 @@ NVIDIA, GeForce, AMD, Instinct, Radeon, Intel, Tesla, GPU, Graphics, Generation,
 "(30-core GPU)" -> 30c). A spec matches when all its id's tokens are in the label's; the match with the most tokens
 wins ("RTX 3080 Ti" -> rtx-3080-ti, not rtx-3080), unless a label token it lacks belongs to more specific ids only
 ("RTX 4060 Ti" names rtx-4060-ti-8gb or -16gb, not rtx-4060: unmapped, with the two). Nothing is guessed: a label
-that names no variant where the catalog has several ("A100 80GB": SXM or PCIe; "H100"; an Apple chip without its GPU core count where the catalog
-holds a binned one) or that ties between specs resolves to None with the candidates in the reason.
+that names no variant where the catalog has several ("A100 80GB": SXM or PCIe; "H100"; an Apple chip without its GPU
+core count where the catalog holds a binned one) or that ties between specs resolves to None with the candidates in
+the reason.
 
 Names that stand for one catalog device (GPU_NAMES): the chip or GPU name of a system-on-chip ("NVIDIA GB10" is the
 DGX Spark's, and the ASUS / Dell GB10 boxes' chip; "Radeon 8060S" is the 40-CU GPU of the Ryzen AI Max+ 395, "Radeon
@@ -17,8 +18,8 @@ nvidia-smi's name for the H100 SXM5, "NVIDIA H100 80GB HBM3" (the PCIe card repo
 Model: the label, without an organisation prefix (meta-llama/) and the suffixes that name a tuning, packaging or
 dated re-release of the same weights' shapes (-Instruct, -Chat, -hf, -it, -Base, -Thinking, -GGUF, -AWQ, -GPTQ,
 -Int4, -FP8, a YYMM release tag such as Qwen3's -2507), lower case, spaces as hyphens, with a leading "Meta-"
-dropped, must equal a catalog id ("Meta-Llama-3.1-8B-Instruct" -> llama-3.1-8b, "Llama 3.1 8B" -> llama-3.1-8b), or the
-name of the Hugging Face repo whose config.json the entry was built from, normalized the same way (its `source`:
+dropped, must equal a catalog id ("Meta-Llama-3.1-8B-Instruct" -> llama-3.1-8b, "Llama 3.1 8B" -> llama-3.1-8b), or
+the name of the Hugging Face repo whose config.json the entry was built from, normalized the same way (its `source`:
 "Mistral-Small-24B-Instruct-2501" -> mistral-small-3-24b), or a derivative that kept the base's shapes (DERIVATIVES:
 DeepSeek's R1 distillations, the Qwen2.5-Coder models, dated DeepSeek re-releases).
 A version tag (-v0.1) counts only where the catalog entry was built from that version's config.json
