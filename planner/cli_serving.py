@@ -451,7 +451,7 @@ def _cmd_simulate(args) -> int:
         iv = rg["interval"]
         print(f"  ranges: the simulation re-run at the p10 and p90 of measured/predicted speed: decode work / "
               f"{iv['p10']:g}, {iv['p90']:g} ({iv['regime']} regime), prompt work / {iv['prefill_p10']:g}, "
-              f"{iv['prefill_p90']:g} (prefill); {iv['source']}")
+              f"{iv['prefill_p90']:g} ({iv['prefill_regime']}); {iv['source']}")
     return 0
 
 

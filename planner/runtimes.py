@@ -51,9 +51,12 @@ from .io import read_yaml, validated
 
 RUNTIMES_DIR = Path(os.environ.get("PLANNER_RUNTIMES_DIR", SPECS_DIR / "runtimes"))
 Regime = Literal["decode", "prefill", "throughput", "decode_multi_gpu", "prefill_multi_gpu", "throughput_multi_gpu",
-                 "decode_moe", "prefill_moe", "throughput_moe"]
+                 "decode_moe", "prefill_moe", "throughput_moe", "decode_served", "prefill_served", "throughput_served"]
 MULTI_GPU_SUFFIX = "_multi_gpu"  # an interval for tensor-parallel groups (planner/accuracy/benchmark.profile_intervals)
 MOE_SUFFIX = "_moe"  # an interval for mixture-of-experts models (the same)
+# an interval for figures of a server under load (requests queued, admitted and interleaved by the engine's scheduler:
+# the serving commands' simulations, a served benchmark's bursts and waves), the same
+SERVED_SUFFIX = "_served"
 REGIMES: tuple[str, ...] = ("decode", "prefill", "throughput")
 _ALIASES = {"llama.cpp": "llamacpp", "llama-cpp": "llamacpp", "tensorrt-llm": "trtllm", "trt-llm": "trtllm",
             "gptfast": "gpt-fast", "torch.compile": "gpt-fast", "vllm-rocm": "vllm", "vllm-cuda": "vllm",
@@ -338,7 +341,7 @@ def interval_key(available, want: str) -> str | None:
 
 
 def interval_regime(profile_class: RuntimeClass, stage: str, batch: int, moe: bool = False,
-                    multi_gpu: bool = False, traits: tuple[str, ...] = ()) -> Interval | None:
+                    multi_gpu: bool = False, traits: tuple[str, ...] = (), served: bool = False) -> Interval | None:
     """The interval for a headline figure: prefill figures use 'prefill'; decode and end-to-end figures use
     'decode' at batch 1 and 'throughput' at larger batches (falling back to the other if the profile lacks it).
     A tensor-parallel group uses the key's '_multi_gpu' interval where the profile has one (fitted from its
@@ -348,7 +351,10 @@ def interval_regime(profile_class: RuntimeClass, stage: str, batch: int, moe: bo
     linear attention, MLA, ...) that none of the fitted models has (extrapolating outside the fit). A mixture-of-
     experts model takes the key's '_moe' interval where the profile has one (MoE rows' own cross-validated
     residuals, never narrower than the key's), the wider of it and the '_multi_gpu' one in a tensor-parallel
-    group."""
+    group. A figure of a server under load (served: the serving commands' simulations of more than one request at a
+    time) takes the wider of that and the key's '_served' interval (the cross-validated residuals of published
+    served runs: bursts, waves, steady queues, whose figures also carry the engine's admission and interleaving),
+    or is widened x EXTRAPOLATION_WIDEN where the profile has none."""
     iv = profile_class.intervals
     key = interval_key(iv, "prefill" if stage == "prefill" else "decode" if batch == 1 else "throughput")
     if key is None:
@@ -368,14 +374,20 @@ def interval_regime(profile_class: RuntimeClass, stage: str, batch: int, moe: bo
                                                   rows=max(out.rows, mg.rows))
     elif multi_gpu and (fit is None or fit.multi_gpu_rows == 0):
         factor *= EXTRAPOLATION_WIDEN
+    if served and key + SERVED_SUFFIX in iv:
+        sv = iv[key + SERVED_SUFFIX]
+        out = Interval(p10=min(out.p10, sv.p10), p90=max(out.p90, sv.p90), rows=max(out.rows, sv.rows))
+    elif served:
+        factor *= EXTRAPOLATION_WIDEN
     return out if factor == 1.0 else widen(out, factor)
 
 
 def interval_for(profile_class: RuntimeClass, stage: str, batch: int, moe: bool = False, multi_gpu: bool = False,
-                 traits: tuple[str, ...] = ()) -> Interval | None:
+                 traits: tuple[str, ...] = (), served: bool = False) -> Interval | None:
     """interval_regime, worked out once per profile class and arguments (it reads the batch only as batch == 1)."""
-    return by_identity(("interval_regime", stage, batch == 1, moe, multi_gpu, tuple(traits)), (profile_class,),
-                       lambda: interval_regime(profile_class, stage, batch, moe, multi_gpu, traits))
+    return by_identity(("interval_regime", stage, batch == 1, moe, multi_gpu, tuple(traits), served),
+                       (profile_class,),
+                       lambda: interval_regime(profile_class, stage, batch, moe, multi_gpu, traits, served))
 
 
 def runtime_for_engine(engine: str | None, hardware=None) -> str | None:

@@ -34,7 +34,7 @@ from ..quantization import weight_format
 from ..regimes import kernel_library
 from ..roofline import select_unit
 from ..runtimes import EXTRAPOLATION_WIDEN  # log-space widening of a range predicted without the class's data
-from .data import DATA_PATH, REGIME_NAMES, interval_keys, load_rows
+from .data import DATA_PATH, REGIME_NAMES, interval_keys, load_rows, served_under_load
 from .decode_kernels import REPEAT_KV_ENGINES, score_bytes_factor
 from .fit import WEIGHT_FORMATS_SET, fit_design, own_fraction_formats, predict_with
 from .predict import Design, build_design, hardware_class, value_from_time
@@ -309,6 +309,7 @@ def loso_intervals(df, log_ratio: np.ndarray, level: np.ndarray):
     reg = df["regime"].to_numpy()
     key = interval_keys(df)
     ok = (df["anomalous"] == "").to_numpy()
+    served = served_under_load(df)
     for i in range(n):
         other = ok & (src != src[i])
         regime, keyed = other & (reg == reg[i]), other & (key == key[i])
@@ -323,6 +324,13 @@ def loso_intervals(df, log_ratio: np.ndarray, level: np.ndarray):
         q10, q50, q90 = weighted_quantiles(x, w, [0.10, 0.50, 0.90])
         wid = 1.0 if level[i] == "engine" else EXTRAPOLATION_WIDEN
         lo[i], hi[i] = np.exp(q50 + (q10 - q50) * wid), np.exp(q50 + (q90 - q50) * wid)
+        if served[i]:  # a run through a server under load: widened to the served rows' range (regime, else key)
+            m = next((m for m in (regime & served, keyed & served)
+                      if m.sum() >= MIN_INTERVAL_ROWS and len(set(src[m])) >= MIN_INTERVAL_SOURCES), None)
+            if m is not None:
+                q10, q50, q90 = weighted_quantiles(log_ratio[m], source_weights(src[m]), [0.10, 0.50, 0.90])
+                lo[i] = min(lo[i], np.exp(q50 + (q10 - q50) * wid))
+                hi[i] = max(hi[i], np.exp(q50 + (q90 - q50) * wid))
     return lo, hi
 
 
@@ -411,6 +419,11 @@ def _moe(frame) -> np.ndarray:
     return frame["moe"].to_numpy(dtype=bool) if "moe" in frame else np.zeros(len(frame), dtype=bool)
 
 
+def _served(frame) -> np.ndarray:
+    """Per row: measured through a server under load (data.served_under_load)."""
+    return served_under_load(frame)
+
+
 def _spread(pool) -> bool:
     """Whether LOSO residuals show a spread: >= MIN_INTERVAL_ROWS rows of >= MIN_INTERVAL_SOURCES sources."""
     return len(pool) >= MIN_INTERVAL_ROWS and pool["source"].nunique() >= MIN_INTERVAL_SOURCES
@@ -445,8 +458,13 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
     where they are >= MIN_INTERVAL_ROWS, as [min p10, max p90] of the two (as loso_intervals). '<key>_moe'
     (runtimes.MOE_SUFFIX): the same from the pool's mixture-of-experts rows where they spread (_spread), else from
     every engine's own-fit MoE rows in the key: the issue's dense-vs-MoE ranges from cross-validated residuals
-    (session 36: the MoE prefill ranges held 54% of held-out rows with the dense key's spread)."""
-    from ..runtimes import MOE_SUFFIX, MULTI_GPU_SUFFIX
+    (session 36: the MoE prefill ranges held 54% of held-out rows with the dense key's spread). '<key>_served'
+    (runtimes.SERVED_SUFFIX): [min p10, max p90] of the key's and those of the rows measured through a server under
+    load (data.served_under_load: bursts, waves, steady queues) of the pool and of every engine in the key, each
+    where they spread: such a figure also carries the engine's admission and interleaving, which a fixed-shape step
+    does not, and a new serving setup errs as the other served sources do (session 44: vLLM's NVIDIA throughput
+    range 0.82-1.18, from one served source, held 30% of GPUStack's unseen bursts)."""
+    from ..runtimes import MOE_SUFFIX, MULTI_GPU_SUFFIX, SERVED_SUFFIX
 
     ok = res[res["anomalous"] == ""]
     keys = interval_keys(ok)
@@ -502,6 +520,12 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
         if moe is not None:
             lo, hi = _quantiles(np.log(moe["ratio"].to_numpy()), moe["source"].to_numpy())
             out[key + MOE_SUFFIX] = (min(lo, out[key][0]), max(hi, out[key][1]), int(len(moe)))
+        in_key = ok[keys == key]
+        served = [p for p in (pool[_served(pool)], in_key[_served(in_key)]) if _spread(p)]
+        if served:
+            qs = [_quantiles(np.log(p["ratio"].to_numpy()), p["source"].to_numpy()) for p in served]
+            out[key + SERVED_SUFFIX] = (min([out[key][0]] + [q[0] for q in qs]),
+                                        max([out[key][1]] + [q[1] for q in qs]), int(max(len(p) for p in served)))
     text = ("leave-one-source-out residuals: " + " and ".join(
         {"class": f"the engine's own rows on {cls}", "own": "the engine's own rows (every hardware class)",
          "extrapolated": "rows predicted without their engine's data (extrapolation range)",
@@ -521,10 +545,11 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
 def profile_range_loso(res) -> tuple[np.ndarray, np.ndarray]:
     """(p10, p90) of predicted / measured time per row: the range `planner estimate` would show for it (its
     engine's profile_intervals on its hardware class: the row's interval key (runtimes.interval_key, as
-    runtimes.interval_regime picks it), the key's '_multi_gpu' one for a tensor-parallel row; without
-    the MoE / architecture-trait widening), drawn from the LOSO residuals of every *other* source: whether the
+    runtimes.interval_regime picks it), the key's '_multi_gpu' one for a tensor-parallel row, its '_served' one for a
+    run through a server under load (as the serving commands show it); without the MoE / architecture-trait
+    widening), drawn from the LOSO residuals of every *other* source: whether the
     ranges users see hold on a source they were not drawn from. NaN for an anomalous row or where no range exists."""
-    from ..runtimes import MOE_SUFFIX, MULTI_GPU_SUFFIX, interval_key
+    from ..runtimes import MOE_SUFFIX, MULTI_GPU_SUFFIX, SERVED_SUFFIX, interval_key
 
     n = len(res)
     lo, hi = np.full(n, np.nan), np.full(n, np.nan)
@@ -536,14 +561,17 @@ def profile_range_loso(res) -> tuple[np.ndarray, np.ndarray]:
         rows = res[ok & (res["source"] == src).to_numpy()]
         for (rt, cls), g in rows.groupby(["runtime", "hw_class"]):
             ivs, _ = profile_intervals(rest, rt, cls)
-            for ix, tp, moe in zip(g.index, g["tp"], _moe(g)):
+            for ix, tp, moe, served in zip(g.index, g["tp"], _moe(g), _served(g)):
                 k = interval_key(ivs, key[pos[ix]])
                 if k is None:
                     continue
                 # as runtimes.interval_regime: the MoE key for a MoE model, widened to the multi-GPU key in a group
+                # and to the served key for a run through a server under load
                 got = [ivs[k + MOE_SUFFIX] if moe and k + MOE_SUFFIX in ivs else ivs[k]]
                 if tp > 1 and k + MULTI_GPU_SUFFIX in ivs:
                     got.append(ivs[k + MULTI_GPU_SUFFIX])
+                if served and k + SERVED_SUFFIX in ivs:
+                    got.append(ivs[k + SERVED_SUFFIX])
                 lo[pos[ix]], hi[pos[ix]] = min(x[0] for x in got), max(x[1] for x in got)
     return lo, hi
 
@@ -703,7 +731,10 @@ def evaluate(df, d: Design, profiles: dict | None = None):
 
 def default_intervals(res) -> dict:
     """p10/p90 of measured / predicted speed of the kind-default efficiencies (no runtime named), per interval key,
-    over every non-anomalous row: the range an estimate without `--runtime` carries."""
+    over every non-anomalous row: the range an estimate without `--runtime` carries; '<key>_served' the same over
+    the key's runs through a server under load, as [min p10, max p90] with the key's (the serving commands')."""
+    from ..runtimes import SERVED_SUFFIX
+
     ok = res[res["anomalous"] == ""]
     out, keys = {}, interval_keys(ok)
     for key in ("decode", "prefill", "throughput"):
@@ -712,6 +743,11 @@ def default_intervals(res) -> dict:
             x = g["ratio_default"].to_numpy()
             out[key] = {"p10": _round(float(np.quantile(x, 0.10))), "p90": _round(float(np.quantile(x, 0.90))),
                         "rows": int(len(x))}
+            sv = g["ratio_default"].to_numpy()[_served(g)]  # runs through a server under load: [min p10, max p90]
+            if len(sv) >= MIN_INTERVAL_ROWS:
+                out[key + SERVED_SUFFIX] = {"p10": min(out[key]["p10"], _round(float(np.quantile(sv, 0.10)))),
+                                            "p90": max(out[key]["p90"], _round(float(np.quantile(sv, 0.90)))),
+                                            "rows": int(len(sv))}
     return out
 
 

@@ -186,6 +186,23 @@ def interval_keys(df):
                     dtype=object)
 
 
+# TTFT modes of runs through a server under load (serving_rows.py): N requests sent at once (queue, burst) or kept
+# queued (steady). Their figures carry the engine's admission and interleaving besides its step times, so their
+# ranges are their own (the '_served' intervals, runtimes.SERVED_SUFFIX); a lone request (single) and a static batch
+# (batch) time fixed-shape steps.
+LOADED_TTFT_MODES = ("queue", "steady", "burst")
+
+
+def served_under_load(df):
+    """Per row: measured through a server under load (ttft_mode in LOADED_TTFT_MODES); all False for a frame
+    without a `ttft_mode` column."""
+    import numpy as np
+
+    if "ttft_mode" not in df:
+        return np.zeros(len(df), dtype=bool)
+    return df["ttft_mode"].isin(LOADED_TTFT_MODES).to_numpy(dtype=bool)
+
+
 def regime_of(kind: str, batch: int) -> str:
     """Reporting regime: decode at batch 1, batched decode / throughput, prefill (prefill tok/s, TTFT), end-to-end
     latency of static batches (the issue's target classes)."""
@@ -255,12 +272,13 @@ def load_rows(path: str | Path = DATA_PATH, serving_path: str | Path | None = No
 
 
 def rows_frame(mapped: list[dict]):
-    """The mapped records as one frame with each row's regime and multi-GPU flag."""
+    """The mapped records as one frame with each row's regime, multi-GPU flag and served-under-load flag."""
     import pandas as pd
 
     df = pd.DataFrame(mapped)
     df["regime"] = [regime_of(k, b) for k, b in zip(df["kind"], df["batch"])]
     df["multi_gpu"] = df["tp"] > 1
+    df["served"] = served_under_load(df)
     return df
 
 

@@ -6,7 +6,8 @@ Each row is mapped as the project's own rows are (data.map_public_rows for llama
 serving_rows.map_serving_rows for vLLM, SGLang, TGI, LMDeploy and ExLlamaV2; labels.py for labels their tables
 do not list) and predicted with the committed profiles of hardware_specs/runtimes/ (no refit), exactly as `planner
 estimate --runtime <engine>` would: the prediction, and the p10-p90 range the estimate prints
-(runtimes.interval_regime, widened outside the fit). Error = |predicted - measured| / measured in the row's unit;
+(runtimes.interval_regime, widened outside the fit; a run through a server under load, data.served_under_load,
+takes the range the serving commands print: the '_served' one). Error = |predicted - measured| / measured in the row's unit;
 covered = the measured value lies in the range. A row whose source_id is one the project's data already holds was
 fitted to (in_fit): the headline figures count the others.
 """
@@ -173,6 +174,7 @@ def _interval(profiles, r, key: str):
     """(p10, p90) of measured / predicted speed that `planner estimate` prints for this row (module docstring)."""
     from ..architecture import load_model
     from ..runtimes import default_interval_class, interval_regime
+    from .data import LOADED_TTFT_MODES
 
     prof = profiles.get(r["runtime"])
     pc = None
@@ -186,7 +188,8 @@ def _interval(profiles, r, key: str):
         return np.nan, np.nan
     m = load_model(r["model"])
     iv = interval_regime(pc, "prefill" if key == "prefill" else "decode", 1 if key == "decode" else 2,
-                         moe=m.moe is not None, multi_gpu=r["tp"] > 1, traits=m.traits)
+                         moe=m.moe is not None, multi_gpu=r["tp"] > 1, traits=m.traits,
+                         served=r.get("ttft_mode") in LOADED_TTFT_MODES)
     return (iv.p10, iv.p90) if iv is not None else (np.nan, np.nan)
 
 

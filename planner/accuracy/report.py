@@ -131,6 +131,8 @@ def render_markdown(res, unmapped, profiles, checks, command: str, def_iv: dict,
     ]
     for title, by in (("By engine", ["runtime"]), ("By extrapolation level", ["level"]),
                       ("Dense vs MoE", ["moe", "regime"]), ("Single vs multi-GPU", ["multi_gpu", "regime"]),
+                      ("Static shapes vs a server under load (`served`: bursts, waves, steady queues)",
+                       ["served", "regime"]),
                       ("By engine and regime", ["runtime", "regime"]), ("By source", ["source"])):
         lines += [f"## {title}", "", _md_table(summary(ok, by)), ""]
     lines += ["## Engine profiles (hardware_specs/runtimes/)", ""]

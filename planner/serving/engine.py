@@ -144,27 +144,30 @@ def device_for(m, spec, fmt, efficiency="auto", runtime=None):
 
 
 def speed_interval(spec, unit, efficiency="auto", prof=None, batch: int = 2, multi_gpu: bool = False,
-                   model=None):
+                   model=None, served: bool | None = None):
     """The p10-p90 interval of measured / predicted speed that `planner estimate` would attach (runtimes.py):
     the runtime profile's class, or the kind defaults' interval when the default efficiencies apply; None when
     none applies (calibration, device efficiency or the datasheet roofline). multi_gpu: a tensor-parallel group;
     model: the ModelArch, whose MoE layers and architecture traits widen the range outside the fit
-    (runtimes.interval_regime)."""
+    (runtimes.interval_regime). served: figures of a server under load, which take the profile's '_served' ranges
+    (runtimes.interval_regime); None = under load where more than one request runs at a time (batch > 1), so that
+    at low load the range is estimate's."""
     from ..efficiency import efficiency_origin
-    from ..runtimes import default_interval_class, interval_regime
+    from ..runtimes import default_interval_class, interval_key, interval_regime
 
     origin = efficiency_origin(spec, unit, efficiency, prof)
     pc = prof.for_unit(spec, unit) if origin == "runtime" else default_interval_class() if origin == "default" else None
     if pc is None:
         return None
-    xp = {"multi_gpu": multi_gpu} | ({"moe": model.moe is not None, "traits": model.traits} if model is not None
-                                     else {})
+    xp = {"multi_gpu": multi_gpu, "served": batch > 1 if served is None else served} | (
+        {"moe": model.moe is not None, "traits": model.traits} if model is not None else {})
     iv = interval_regime(pc, "decode", batch, **xp)
     if iv is None:
         return None
     ip = interval_regime(pc, "prefill", batch, **xp) or iv
-    regime = next((k for k, v in pc.intervals.items() if v is iv), "decode")
-    return {"p10": iv.p10, "p90": iv.p90, "rows": iv.rows, "regime": regime,
+    load = " under load" if xp["served"] else ""
+    regime = interval_key(pc.intervals, "decode" if batch == 1 else "throughput") + load  # the key it read
+    return {"p10": iv.p10, "p90": iv.p90, "rows": iv.rows, "regime": regime, "prefill_regime": "prefill" + load,
             "prefill_p10": ip.p10, "prefill_p90": ip.p90,
             "source": f"{prof.id if prof else 'kind defaults'} ({pc.key}): "
                       + (pc.fit.interval_source if pc.fit else "no fit record")}

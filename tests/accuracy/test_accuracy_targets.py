@@ -295,3 +295,35 @@ def test_committed_report_is_what_the_model_computes(results):
     for col in ("covered", "profile_covered"):
         assert (res[col].to_numpy() == results[col].to_numpy()).all(), col
     assert [c["check"] for c in checks] == [c["check"] for c in target_checks(results, "loso")]
+
+
+def test_served_figures_take_the_served_range_and_low_load_keeps_estimates():
+    """A figure of a server under load takes the wider of the key's interval and its '_served' one (the
+    cross-validated residuals of published served runs, benchmark.profile_intervals); a class without one is
+    widened x1.3 in log space around c = sqrt(p10 p90) (extrapolating). The serving commands' ranges
+    (serving.engine.speed_interval) read it where more than one request runs at a time; at a mean batch of 1 they
+    are estimate's decode interval exactly."""
+    from planner.hardware import load_hardware
+    from planner.runtimes import EXTRAPOLATION_WIDEN, interval_regime, load_runtime
+    from planner.serving.engine import speed_interval
+
+    spec = load_hardware("h100-sxm")
+    unit = spec.unit("gpu")
+    prof = load_runtime("vllm")
+    pc = prof.for_unit(spec, unit)
+    base, sv = pc.intervals["throughput"], pc.intervals["throughput_served"]
+    got = interval_regime(pc, "decode", 8, served=True)
+    assert (got.p10, got.p90) == (min(base.p10, sv.p10), max(base.p90, sv.p90))
+    assert got.p10 <= base.p10 and got.p90 >= base.p90
+    bare = pc.model_copy(update={"intervals": {k: v for k, v in pc.intervals.items() if not k.endswith("_served")}})
+    wide = interval_regime(bare, "decode", 8, served=True)
+    c = (base.p10 * base.p90) ** 0.5
+    assert wide.p10 == pytest.approx(c * (base.p10 / c) ** EXTRAPOLATION_WIDEN)
+    assert wide.p90 == pytest.approx(c * (base.p90 / c) ** EXTRAPOLATION_WIDEN)
+    loaded = speed_interval(spec, unit, "auto", prof, batch=8)
+    assert (loaded["p10"], loaded["p90"]) == (got.p10, got.p90) and loaded["regime"] == "throughput under load"
+    ip = interval_regime(pc, "prefill", 8, served=True)
+    assert (loaded["prefill_p10"], loaded["prefill_p90"]) == (ip.p10, ip.p90)
+    lone = speed_interval(spec, unit, "auto", prof, batch=1)
+    one = interval_regime(pc, "decode", 1)
+    assert (lone["p10"], lone["p90"]) == (one.p10, one.p90) and lone["regime"] == "decode"

@@ -113,6 +113,12 @@ def test_external_check_times_bursts_with_the_simulator(tmp_path):
     assert r["pred_datasheet"] == pytest.approx(bursts.simulate_burst(r, "datasheet"), rel=1e-9)
     assert r["pred_datasheet"] > r["pred"]  # the datasheet runs at 100% of every peak
     assert r["low"] < r["pred"] < r["high"]
+    # a burst is a server under load: the range `planner simulate` prints, the vLLM H100 class's '_served' one
+    from planner.hardware import load_hardware
+    from planner.runtimes import interval_regime, load_runtime
+    spec = load_hardware("h100-sxm")
+    iv = interval_regime(load_runtime("vllm").for_unit(spec, spec.unit("gpu")), "decode", 64, served=True)
+    assert r["low"] == pytest.approx(r["pred"] * iv.p10) and r["high"] == pytest.approx(r["pred"] * iv.p90)
 
 
 def test_the_gpustack_pending_set_maps_through_the_simulator():

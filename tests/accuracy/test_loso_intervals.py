@@ -76,24 +76,35 @@ def test_profile_intervals_are_measured_over_predicted_speed():
     assert lo == pytest.approx(0.5, rel=0.2) and hi == pytest.approx(2.0, rel=0.2) and lo < 1 < hi
 
 
-def test_moe_rows_get_a_range_of_their_own():
-    """The issue's dense-vs-MoE ranges: an engine's 12 dense rows ran exactly as predicted (ratio 1) and its 12 MoE
-    rows of two sources 2x slower and 1.25x faster: the prefill key stays [1, 1] while 'prefill_moe' is [min p10, max
-    p90] of the MoE rows' range and the key's, about [0.5, 1.25]; an engine with no MoE row of its own takes every
-    engine's own-fit MoE rows (here the same 12), and none at all when fewer than MIN_INTERVAL_ROWS MoE rows exist."""
+def _two_sources(names: str, regime: str, ratio, **cols) -> pd.DataFrame:
+    """12 LOSO rows of vLLM at TP 1, predicted by its own fit (level engine): 6 from each of two sources."""
+    return pd.DataFrame({"source": [names[0]] * 6 + [names[1]] * 6, "runtime": "vllm", "regime": regime, "tp": 1,
+                         "anomalous": "", "level": "engine", "ratio": ratio, **cols})
+
+
+@pytest.mark.parametrize("regime, suffix, base, subset", [
+    ("prefill", "_moe", {"moe": False}, {"moe": True}),
+    ("decode_batched", "_served", {"ttft_mode": "batch"}, {"ttft_mode": np.r_[["queue"] * 6, ["steady"] * 6]}),
+])
+def test_moe_and_served_rows_get_a_range_of_their_own(regime, suffix, base, subset):
+    """The issue's dense-vs-MoE ranges, and those of figures measured through a server under load (bursts, waves,
+    steady queues: data.served_under_load, which also carry the engine's admission and interleaving). An engine's 12
+    dense (static) rows ran exactly as predicted (ratio 1) and its 12 MoE (served) rows of two sources 2x slower and
+    1.25x faster: the key stays [1, 1] while '<key>_moe' ('<key>_served') is [min p10, max p90] of those rows' range
+    and the key's, about [0.5, 1.25]; an engine with none of its own takes every engine's (here the same 12), and
+    there is none at all when fewer than MIN_INTERVAL_ROWS such rows exist."""
     from planner.accuracy.benchmark import profile_intervals
 
-    dense = pd.DataFrame({"source": ["A"] * 6 + ["B"] * 6, "runtime": "vllm", "regime": "prefill", "tp": 1,
-                          "anomalous": "", "level": "engine", "ratio": 1.0, "moe": False})
-    moe = pd.DataFrame({"source": ["C"] * 6 + ["D"] * 6, "runtime": "vllm", "regime": "prefill", "tp": 1,
-                        "anomalous": "", "level": "engine", "ratio": np.r_[[0.5] * 6, [1.25] * 6], "moe": True})
-    iv, _ = profile_intervals(pd.concat([dense, moe], ignore_index=True), "vllm")
-    lo, hi, n = iv["prefill_moe"]
+    key = {"prefill": "prefill", "decode_batched": "throughput"}[regime]
+    plain = _two_sources("AB", regime, 1.0, **base)
+    sub = _two_sources("CD", regime, np.r_[[0.5] * 6, [1.25] * 6], **subset)
+    iv, _ = profile_intervals(pd.concat([plain, sub], ignore_index=True), "vllm")
+    lo, hi, n = iv[key + suffix]
     assert n == 12 and lo == pytest.approx(0.5, rel=0.1) and hi == pytest.approx(1.25, rel=0.1)
-    assert iv["prefill"][0] <= 1.0 <= iv["prefill"][1]
-    other = pd.concat([dense.assign(runtime="sglang"), moe], ignore_index=True)  # sglang: dense rows only
-    assert profile_intervals(other, "sglang")[0]["prefill_moe"][2] == 12
-    assert "prefill_moe" not in profile_intervals(pd.concat([dense, moe.head(4)], ignore_index=True), "vllm")[0]
+    assert iv[key][0] <= 1.0 <= iv[key][1]
+    other = pd.concat([plain.assign(runtime="sglang"), sub], ignore_index=True)  # sglang: plain rows only
+    assert profile_intervals(other, "sglang")[0][key + suffix][2] == 12
+    assert key + suffix not in profile_intervals(pd.concat([plain, sub.head(6)], ignore_index=True), "vllm")[0]
 
 
 def test_a_thin_class_range_spans_the_engine_elsewhere_and_the_extrapolation_range():
@@ -323,3 +334,22 @@ def test_a_whole_request_rate_at_batch_1_informs_the_throughput_range_not_the_de
     lo, hi, n = iv["decode"]
     assert 0.8 <= lo < 0.9 and 1.1 < hi <= 1.25 and n == 12  # the extrapolated tpot rows
     assert iv["throughput"] == (pytest.approx(0.2), pytest.approx(0.2), 12)  # the engine's own whole-request rows
+
+
+def test_a_served_rows_loso_range_spans_the_served_rows_of_other_sources():
+    """loso_intervals: a row measured under load takes [min p10, max p90] of its regime's range and that of the
+    served rows of other sources (here two served sources at 0.5x and 1.25x the predicted speed, beside two static
+    ones at 1x); the same row measured as a static batch keeps the regime's range, never wider."""
+    n_static, n_served = 20, 6
+    src = ["A"] * 10 + ["B"] * 10 + ["C"] * n_served + ["D"] * n_served + ["E"]
+    lr = np.r_[np.zeros(n_static), np.full(n_served, np.log(0.5)), np.full(n_served, np.log(1.25)), 0.0]
+    mode = ["batch"] * n_static + ["queue"] * (2 * n_served) + ["queue"]
+    df = pd.DataFrame({"source": src, "regime": "decode_batched", "anomalous": "", "ttft_mode": mode})
+    level = np.array(["engine"] * len(df), dtype=object)
+    lo, hi = loso_intervals(df, lr, level)
+    q10, q50, q90 = weighted_quantiles(lr[n_static:-1], source_weights(src[n_static:-1]), [0.1, 0.5, 0.9])
+    assert lo[-1] == pytest.approx(np.exp(q10)) and hi[-1] == pytest.approx(np.exp(q90))
+    assert lo[-1] < 0.6 and hi[-1] > 1.2
+    static = df.assign(ttft_mode="batch")
+    lo_s, hi_s = loso_intervals(static, lr, level)
+    assert lo_s[-1] >= lo[-1] and hi_s[-1] <= hi[-1]
