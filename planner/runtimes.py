@@ -28,7 +28,10 @@ parameters the roofline uses (planner/roofline.py):
 
 and the prediction interval per regime (decode at batch 1 / prefill / batched decode and throughput): the p10 and
 p90 of measured / predicted speed over leave-one-source-out residuals, so that an estimate can say "p10-p90: a-b
-tok/s". Every profile records its provenance: data files, sources and devices used, the level the parameters come
+tok/s"; '<regime>_multi_gpu', '<regime>_moe' and '<regime>_served' the same over the rows of tensor-parallel groups,
+of mixture-of-experts models and of runs through a server under load (bursts, waves, steady queues: the ranges
+the serving commands print once more than one request runs at a time), never narrower than the regime's
+(interval_regime). Every profile records its provenance: data files, sources and devices used, the level the parameters come
 from (this engine, this engine on other hardware, its pooled engine family, or a documented default), the date
 and the command that wrote it (`planner accuracy --fit`). Engines: vllm (CUDA and ROCm classes), sglang, tgi,
 lmdeploy, trtllm, llamacpp, gpt-fast, exllamav2, hf-eager, deepspeed-mii (planner/accuracy/benchmark.py ENGINES).
