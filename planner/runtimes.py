@@ -31,10 +31,11 @@ p90 of measured / predicted speed over leave-one-source-out residuals, so that a
 tok/s"; '<regime>_multi_gpu', '<regime>_moe' and '<regime>_served' the same over the rows of tensor-parallel groups,
 of mixture-of-experts models and of runs through a server under load (bursts, waves, steady queues: the ranges
 the serving commands print once more than one request runs at a time), never narrower than the regime's
-(interval_regime). Every profile records its provenance: data files, sources and devices used, the level the parameters come
-from (this engine, this engine on other hardware, its pooled engine family, or a documented default), the date
-and the command that wrote it (`planner accuracy --fit`). Engines: vllm (CUDA and ROCm classes), sglang, tgi,
-lmdeploy, trtllm, llamacpp, gpt-fast, exllamav2, hf-eager, deepspeed-mii (planner/accuracy/benchmark.py ENGINES).
+(interval_regime). Every profile records its provenance: data files, sources and devices used, the level the
+parameters come from (this engine, this engine on other hardware, its pooled engine family, or a documented
+default), the date and the command that wrote it (`planner accuracy --fit`). Engines: vllm (CUDA and ROCm
+classes), sglang, tgi, lmdeploy, trtllm, llamacpp, gpt-fast, exllamav2, hf-eager, deepspeed-mii
+(planner/accuracy/benchmark.py ENGINES).
 """
 
 from __future__ import annotations

@@ -419,11 +419,6 @@ def _moe(frame) -> np.ndarray:
     return frame["moe"].to_numpy(dtype=bool) if "moe" in frame else np.zeros(len(frame), dtype=bool)
 
 
-def _served(frame) -> np.ndarray:
-    """Per row: measured through a server under load (data.served_under_load)."""
-    return served_under_load(frame)
-
-
 def _spread(pool) -> bool:
     """Whether LOSO residuals show a spread: >= MIN_INTERVAL_ROWS rows of >= MIN_INTERVAL_SOURCES sources."""
     return len(pool) >= MIN_INTERVAL_ROWS and pool["source"].nunique() >= MIN_INTERVAL_SOURCES
@@ -521,7 +516,7 @@ def profile_intervals(res, rt: str, cls: str | None = None) -> tuple[dict, str]:
             lo, hi = _quantiles(np.log(moe["ratio"].to_numpy()), moe["source"].to_numpy())
             out[key + MOE_SUFFIX] = (min(lo, out[key][0]), max(hi, out[key][1]), int(len(moe)))
         in_key = ok[keys == key]
-        served = [p for p in (pool[_served(pool)], in_key[_served(in_key)]) if _spread(p)]
+        served = [p for p in (pool[served_under_load(pool)], in_key[served_under_load(in_key)]) if _spread(p)]
         if served:
             qs = [_quantiles(np.log(p["ratio"].to_numpy()), p["source"].to_numpy()) for p in served]
             out[key + SERVED_SUFFIX] = (min([out[key][0]] + [q[0] for q in qs]),
@@ -561,7 +556,7 @@ def profile_range_loso(res) -> tuple[np.ndarray, np.ndarray]:
         rows = res[ok & (res["source"] == src).to_numpy()]
         for (rt, cls), g in rows.groupby(["runtime", "hw_class"]):
             ivs, _ = profile_intervals(rest, rt, cls)
-            for ix, tp, moe, served in zip(g.index, g["tp"], _moe(g), _served(g)):
+            for ix, tp, moe, served in zip(g.index, g["tp"], _moe(g), served_under_load(g)):
                 k = interval_key(ivs, key[pos[ix]])
                 if k is None:
                     continue
@@ -743,7 +738,7 @@ def default_intervals(res) -> dict:
             x = g["ratio_default"].to_numpy()
             out[key] = {"p10": _round(float(np.quantile(x, 0.10))), "p90": _round(float(np.quantile(x, 0.90))),
                         "rows": int(len(x))}
-            sv = g["ratio_default"].to_numpy()[_served(g)]  # runs through a server under load: [min p10, max p90]
+            sv = g["ratio_default"].to_numpy()[served_under_load(g)]  # runs of a server under load
             if len(sv) >= MIN_INTERVAL_ROWS:
                 out[key + SERVED_SUFFIX] = {"p10": min(out[key]["p10"], _round(float(np.quantile(sv, 0.10)))),
                                             "p90": max(out[key]["p90"], _round(float(np.quantile(sv, 0.90)))),

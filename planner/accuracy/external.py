@@ -7,9 +7,9 @@ serving_rows.map_serving_rows for vLLM, SGLang, TGI, LMDeploy and ExLlamaV2; lab
 do not list) and predicted with the committed profiles of hardware_specs/runtimes/ (no refit), exactly as `planner
 estimate --runtime <engine>` would: the prediction, and the p10-p90 range the estimate prints
 (runtimes.interval_regime, widened outside the fit; a run through a server under load, data.served_under_load,
-takes the range the serving commands print: the '_served' one). Error = |predicted - measured| / measured in the row's unit;
-covered = the measured value lies in the range. A row whose source_id is one the project's data already holds was
-fitted to (in_fit): the headline figures count the others.
+takes the range the serving commands print: the '_served' one). Error = |predicted - measured| / measured in the
+row's unit; covered = the measured value lies in the range. A row whose source_id is one the project's data
+already holds was fitted to (in_fit): the headline figures count the others.
 """
 
 from __future__ import annotations
