@@ -727,7 +727,9 @@ def evaluate(df, d: Design, profiles: dict | None = None):
 def default_intervals(res) -> dict:
     """p10/p90 of measured / predicted speed of the kind-default efficiencies (no runtime named), per interval key,
     over every non-anomalous row: the range an estimate without `--runtime` carries; '<key>_served' the same over
-    the key's runs through a server under load, as [min p10, max p90] with the key's (the serving commands')."""
+    the key's runs through a server under load where they spread over sources (_spread), each row weighted
+    1 / sqrt(rows of its source) as in the profiles' ranges, as [min p10, max p90] with the key's (the serving
+    commands')."""
     from ..runtimes import SERVED_SUFFIX
 
     ok = res[res["anomalous"] == ""]
@@ -738,11 +740,11 @@ def default_intervals(res) -> dict:
             x = g["ratio_default"].to_numpy()
             out[key] = {"p10": _round(float(np.quantile(x, 0.10))), "p90": _round(float(np.quantile(x, 0.90))),
                         "rows": int(len(x))}
-            sv = g["ratio_default"].to_numpy()[served_under_load(g)]  # runs of a server under load
-            if len(sv) >= MIN_INTERVAL_ROWS:
-                out[key + SERVED_SUFFIX] = {"p10": min(out[key]["p10"], _round(float(np.quantile(sv, 0.10)))),
-                                            "p90": max(out[key]["p90"], _round(float(np.quantile(sv, 0.90)))),
-                                            "rows": int(len(sv))}
+            sv = g[served_under_load(g)]  # runs of a server under load, each source weighted as in the profiles'
+            if _spread(sv):
+                lo, hi = _quantiles(np.log(sv["ratio_default"].to_numpy()), sv["source"].to_numpy())
+                out[key + SERVED_SUFFIX] = {"p10": min(out[key]["p10"], _round(lo)),
+                                            "p90": max(out[key]["p90"], _round(hi)), "rows": int(len(sv))}
     return out
 
 
