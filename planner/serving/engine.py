@@ -170,7 +170,9 @@ def speed_interval(spec, unit, efficiency="auto", prof=None, batch: int = 2, mul
     return {"p10": iv.p10, "p90": iv.p90, "rows": iv.rows, "regime": regime, "prefill_regime": "prefill" + load,
             "prefill_p10": ip.p10, "prefill_p90": ip.p90,
             "source": f"{prof.id if prof else 'kind defaults'} ({pc.key}): "
-                      + (pc.fit.interval_source if pc.fit else "no fit record")}
+                      + (pc.fit.interval_source if pc.fit else "no fit record")
+                      + ("; under load, widened to the leave-one-source-out residuals of published runs through a "
+                         "server under load (bursts, waves, steady queues)" if xp["served"] else "")}
 
 
 def slow_fast(sm: StepModel, iv: dict) -> tuple[StepModel, StepModel]:
