@@ -263,8 +263,7 @@ def unit_gemm_regime(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, d
     (regimes.gemm_regime_for says where the fit applies; weight_only_regime: Efficiency.weight_only_regime, which
     brings a weight-only quantized format under it; library: Efficiency.kernel_library, whose kernels' constants)."""
     mixed = weight_only_regime and is_weight_only_quantized(fmt)
-    regime = gemm_regime_for(spec.vendor, unit.sm_count, fmt.kernel_name, dtype, mixed,
-                             "" if library == "trtllm" else library)
+    regime = gemm_regime_for(spec.vendor, unit.sm_count, fmt.kernel_name, dtype, mixed, library)
     if regime is None:
         return None, 0.0
     return regime, unit.peak_tflops[dtype] * TERA * regime.kernel_compute_fraction[dtype]

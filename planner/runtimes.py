@@ -192,10 +192,14 @@ class RuntimeProfile(_Frozen):
         "hardware vendors the engine's code runs on (lower case), where it is not every vendor: TensorRT-LLM, "
         "LMDeploy TurboMind and DeepSpeed-MII are CUDA-only; empty = no such limit"))
 
-    def covers(self, spec: HardwareSpec, unit: ComputeUnit) -> bool:
-        """Whether the profile holds a class for this vendor's unit kind (fitted, or a documented estimate)."""
+    def fitted_class(self, spec: HardwareSpec, unit: ComputeUnit) -> RuntimeClass | None:
+        """The profile's class for this vendor's unit kind (fitted, or a documented estimate), or None."""
         key = f"{spec.vendor.lower()}-{unit.kind}"
-        return any(c.key == key for c in self.classes)
+        return next((c for c in self.classes if c.key == key), None)
+
+    def covers(self, spec: HardwareSpec, unit: ComputeUnit) -> bool:
+        """Whether the profile holds a class for this vendor's unit kind (fitted_class)."""
+        return self.fitted_class(spec, unit) is not None
 
     def runs_on_vendor(self, spec: HardwareSpec) -> bool:
         """Whether the engine's code runs on the device's vendor at all (runs_on: empty = every vendor)."""
@@ -205,10 +209,8 @@ class RuntimeProfile(_Frozen):
         """The class for this vendor's unit kind; where the profile has none and the engine runs on the vendor, the
         unmeasured class (unmeasured_class: the kind defaults, their range widened); a one-line error where the
         engine does not run on the vendor (runs_on)."""
-        key = f"{spec.vendor.lower()}-{unit.kind}"
-        for c in self.classes:
-            if c.key == key:
-                return c
+        if (c := self.fitted_class(spec, unit)) is not None:
+            return c
         if not self.runs_on_vendor(spec):
             names = " and ".join(_VENDOR_NAMES.get(v, v) for v in self.runs_on)
             raise PlannerError(f"--runtime: {self.id} ({self.name}) runs on {names} GPUs only, and {spec.id} is "
@@ -328,6 +330,11 @@ def _unmeasured_class(prof: RuntimeProfile, spec: HardwareSpec, unit: ComputeUni
         fit=ClassFit(rows_fit=0, devices_fit=[], devices_held_out=[], interval_source=src, level="default"))
 
 
+def wider(a: Interval, b: Interval) -> Interval:
+    """The interval that holds both: [min p10, max p90], over the larger of their row counts."""
+    return Interval(p10=min(a.p10, b.p10), p90=max(a.p90, b.p90), rows=max(a.rows, b.rows))
+
+
 def widen(iv: Interval, factor: float) -> Interval:
     """The interval widened in log space around its geometric centre c = sqrt(p10 x p90):
     p10' = c x (p10 / c)^factor, p90' = c x (p90 / c)^factor."""
@@ -374,13 +381,11 @@ def interval_regime(profile_class: RuntimeClass, stage: str, batch: int, moe: bo
         factor *= EXTRAPOLATION_WIDEN
     if multi_gpu and key + MULTI_GPU_SUFFIX in iv:
         mg = iv[key + MULTI_GPU_SUFFIX]
-        out = mg if out is iv[key] else Interval(p10=min(out.p10, mg.p10), p90=max(out.p90, mg.p90),
-                                                  rows=max(out.rows, mg.rows))
+        out = mg if out is iv[key] else wider(out, mg)
     elif multi_gpu and (fit is None or fit.multi_gpu_rows == 0):
         factor *= EXTRAPOLATION_WIDEN
     if served and key + SERVED_SUFFIX in iv:
-        sv = iv[key + SERVED_SUFFIX]
-        out = Interval(p10=min(out.p10, sv.p10), p90=max(out.p90, sv.p90), rows=max(out.rows, sv.rows))
+        out = wider(out, iv[key + SERVED_SUFFIX])
     elif served:
         factor *= EXTRAPOLATION_WIDEN
     return out if factor == 1.0 else widen(out, factor)

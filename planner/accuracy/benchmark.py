@@ -669,7 +669,7 @@ def _profile_times(df, d: Design, profiles: dict, mask=None) -> np.ndarray:
         spec = load_hardware(r["hardware"])
         unit = spec.unit(r["unit"])
         prof = profiles.get(r["runtime"])
-        cls = next((c for c in prof.classes if c.key == r["hw_class"]), None) if prof else None
+        cls = prof.fitted_class(spec, unit) if prof else None
         effs.append(cls.efficiency if cls else resolve_efficiency(spec, unit, "default"))
     return predict_time_s(d, params_for_rows(d, effs))
 

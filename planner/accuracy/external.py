@@ -174,7 +174,6 @@ def _interval(profiles, r, key: str):
     """(p10, p90) of measured / predicted speed that `planner estimate` prints for this row (module docstring)."""
     from ..architecture import load_model
     from ..runtimes import default_interval_class, interval_regime
-    from .data import LOADED_TTFT_MODES
 
     prof = profiles.get(r["runtime"])
     pc = None
@@ -189,7 +188,7 @@ def _interval(profiles, r, key: str):
     m = load_model(r["model"])
     iv = interval_regime(pc, "prefill" if key == "prefill" else "decode", 1 if key == "decode" else 2,
                          moe=m.moe is not None, multi_gpu=r["tp"] > 1, traits=m.traits,
-                         served=r.get("ttft_mode") in LOADED_TTFT_MODES)
+                         served=bool(r.get("served", False)))  # data.served_under_load, as the frame has it
     return (iv.p10, iv.p90) if iv is not None else (np.nan, np.nan)
 
 
