@@ -4,7 +4,9 @@ check by hand. Pure functions of numbers; planner/roofline.py applies the ones t
 What the cost model applies (roofline.time_ops, accuracy/predict.py), with constants fitted to kernel timings NVIDIA
 measured on A100/H100/H200/B200/L40S/RTX PRO 6000 (aiconfigurator-core, planner/accuracy/kernel_tables.py; data in
 hardware_specs/defaults/regimes.yaml: tile_m 128, p 2.5, grouped tile 64, kernel share of the peak bf16 0.75,
-fp8 0.54), to fp16/bf16/fp8 weight GEMMs on NVIDIA units that list an SM count (gemm_regime_for):
+fp8 0.54, and native FP4 0.37 fitted at that shape to the nvfp4 tables of B200 / GB200 / GB300 / RTX PRO 6000), to
+fp16/bf16/fp8 weight GEMMs, and NVFP4 ones where the unit computes fp4, on NVIDIA units that list an SM count
+(gemm_regime_for):
 
   t_c    = flops / (peak x engine compute_fraction)                the engine's share (runtime profile)
   t_tile = flops / (peak x kernel_compute_fraction[dtype]) / tile_padding_efficiency(R, tile)
@@ -276,6 +278,9 @@ def regime_constants() -> RegimeConstants:
 
 
 MEASURED_GEMM_FORMATS = ("fp16", "bf16", "fp8")  # weight formats whose GEMMs the kernel tables measure (bf16, fp8)
+# formats whose GEMMs the tables measure only where the unit computes them natively in fp4 (Blackwell's NVFP4
+# tensor cores: weights and activations in NVFP4, the nvfp4 tables); elsewhere they are weight-only formats
+NATIVE_FP4_FORMATS = ("nvfp4",)
 
 
 def kernel_library(runtime: str | None) -> str:
@@ -298,7 +303,8 @@ def gemm_regime_for(vendor: str, sm_count: int | None, weight_format: str, dtype
     Marlin is measured memory bound up to ~16-32 tokens on an A100 (near 4x a 16-bit GEMM there; Frantar et al.
     2024, arXiv:2408.11743, Fig. 1), where the 4-bit ridge of this curve lies (A100: 312 TFLOP/s x 0.75 / (2.04 TB/s
     / 0.5 B per weight x 2 flop) = 29 rows)."""
-    if sm_count is None or (weight_format not in MEASURED_GEMM_FORMATS and not mixed_input):
+    measured = weight_format in MEASURED_GEMM_FORMATS or (weight_format in NATIVE_FP4_FORMATS and dtype == "fp4")
+    if sm_count is None or not (measured or mixed_input):
         return None
     g = regime_constants().gemm.for_library(library)
     return g if vendor.lower() in g.vendors and dtype in g.kernel_compute_fraction else None

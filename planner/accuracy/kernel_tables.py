@@ -28,6 +28,11 @@ the bandwidth), t0_sd (launch latency), fitted in log space by Levenberg-Marquar
 the fit also reports the dense model with wave quantization over the SMs (regimes.wave_efficiency with tile_n), which
 the planner cannot apply: an OpCost carries no N (fused projections).
 
+Native FP4: the nvfp4 tables (NVFP4 weights and activations, 0.5625 B per value with its block scales; B200, GB200,
+GB300, RTX PRO 6000: FP4_SYSTEMS) are fitted at the tile_m and p the bf16 / fp8 tables chose, f and t0 per table;
+their median is kernel_compute_fraction['fp4'] and launch_us['fp4'] (and each engine library's, below). They stay
+out of the shape fit, so adding them moved none of the bf16 / fp8 constants.
+
 Engine kernel libraries: the same dense GEMM tables measured through vLLM and SGLang (gemm/<engine>/<version>/, the
 newest version per system, LIBRARY_BACKENDS) are fitted with the shared tile_m and p of the TensorRT-LLM tables, f_sd
 and t0_sd per table; the median over the GPUs per dtype is that engine's GemmLibrary (regimes.GemmRegime.libraries),
@@ -61,7 +66,16 @@ PACKAGE = "aiconfigurator-core"
 # aiconfigurator system -> our spec id (systems whose spec lists an SM count)
 SYSTEMS = {"a100_sxm": "a100-80gb-sxm", "h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200",
            "l40s": "l40s", "rtx_pro_6000_server": "rtx-pro-6000-blackwell"}
+# systems whose nvfp4 tables join the native FP4 fit only (FP4_DTYPES): every Blackwell part aiconfigurator measured
+# with a spec that lists an SM count (B300's does not); their bf16 / fp8 tables stay out of the shared shape and the
+# bf16 / fp8 fractions, which the systems above fix
+FP4_SYSTEMS = {**SYSTEMS, "gb200": "gb200-b200", "gb300": "gb300"}
+SPEC_OF = FP4_SYSTEMS  # every system a fit reads (SYSTEMS is part of it)
 DTYPES = {"bfloat16": ("bf16", 2.0), "fp8": ("fp8", 1.0)}   # table dtype -> (spec peak dtype, input bytes)
+# Native FP4 GEMMs (NVFP4 weights and activations on Blackwell: 4-bit values + one fp8 scale per 16, 0.5625 B each),
+# fitted at the shape the DTYPES tables chose (tile_m, p), as the engine libraries are: f and t0 per table
+FP4_DTYPES = {"nvfp4": ("fp4", 0.5 + 1 / 16)}
+ALL_DTYPES = {**DTYPES, **FP4_DTYPES}
 BACKEND = "trtllm"
 VERSIONS = ("1.3.0rc20", "1.0.0")                           # first present per system (A100: 1.0.0 only)
 SHAPES = (1024, 2048, 4096, 8192, 16384)                   # dense N and K kept (LLM layer sizes)
@@ -100,10 +114,10 @@ def _version_key(v: str) -> tuple:
     return tuple(int(x) if x.isdigit() else -1 for x in re.split(r"[.\-]|post|rc", v) if x != "")
 
 
-def library_table_files(root: Path, backend: str) -> dict[str, Path]:
-    """{system: systems/data/<system>/gemm/<backend>/<newest version>/gemm_perf.parquet} for the systems of SYSTEMS."""
+def library_table_files(root: Path, backend: str, systems: dict = SYSTEMS) -> dict[str, Path]:
+    """{system: systems/data/<system>/gemm/<backend>/<newest version>/gemm_perf.parquet} for the given systems."""
     out = {}
-    for system in SYSTEMS:
+    for system in systems:
         base = root / "systems" / "data" / system / "gemm" / backend
         found = (sorted((d for d in base.iterdir() if (d / "gemm_perf.parquet").exists()),
                         key=lambda d: _version_key(d.name)) if base.is_dir() else [])
@@ -112,17 +126,25 @@ def library_table_files(root: Path, backend: str) -> dict[str, Path]:
     return out
 
 
-def fit_library(files: dict[str, Path], tile_m: int, p: float) -> dict:
+def fit_library(files: dict[str, Path], tile_m: int, p: float, fp4_files: dict[str, Path] | None = None) -> dict:
     """One engine's GemmLibrary: per dense table (system, dtype) f and t0 with the shared tile_m and p, then the
-    median over the systems per dtype (fp16 = bf16); with the per-table fits for provenance."""
+    median over the systems per dtype (fp16 = bf16); with the per-table fits for provenance. bf16 / fp8 tables from
+    `files` (SYSTEMS), nvfp4 tables from `fp4_files` (FP4_SYSTEMS; default `files`)."""
+    per_table = {**fit_at_shape(tables(load_gemm_rows(files)), tile_m, p),
+                 **fit_at_shape(tables(load_gemm_rows(fp4_files or files, FP4_DTYPES)), tile_m, p)}
+    frac, launch = _medians_per_dtype(per_table)
+    return {"kernel_compute_fraction": frac, "launch_us": launch}, per_table
+
+
+def fit_at_shape(tbs: list, tile_m: int, p: float) -> dict:
+    """{'system/table dtype': f, b, t0 and the fit's median |log error|} of each table at a fixed tile_m and p."""
     per_table = {}
-    for tb in tables(load_gemm_rows(files)):
+    for tb in tbs:
         f, b, t0, r = _fit_table(tb, tile_m, 0, p)
         per_table[f"{tb.system}/{tb.dtype}"] = {"rows": int(len(tb.t_s)), "compute_fraction": round(f, 4),
                                                 "bandwidth_fraction": round(b, 4), "launch_us": round(t0 * 1e6, 3),
                                                 "median_abs_log_error": round(float(np.median(np.abs(r))), 4)}
-    frac, launch = _medians_per_dtype(per_table)
-    return {"kernel_compute_fraction": frac, "launch_us": launch}, per_table
+    return per_table
 
 
 def _medians_per_dtype(per_table: dict) -> tuple[dict, dict]:
@@ -130,7 +152,7 @@ def _medians_per_dtype(per_table: dict) -> tuple[dict, dict]:
     kernel library (the GPUs measured), fp16 taking bf16's (the same tensor rate)."""
     fracs, launches = {}, {}
     for key, v in per_table.items():
-        d = DTYPES[key.split("/")[1]][0]
+        d = ALL_DTYPES[key.split("/")[1]][0]
         fracs.setdefault(d, []).append(v["compute_fraction"])
         launches.setdefault(d, []).append(v["launch_us"])
     frac = {d: round(float(np.median(v)), 4) for d, v in sorted(fracs.items())}
@@ -140,11 +162,11 @@ def _medians_per_dtype(per_table: dict) -> tuple[dict, dict]:
     return frac, launch
 
 
-def table_files(root: Path, kind: str, name: str | None = None) -> dict[str, Path]:
+def table_files(root: Path, kind: str, name: str | None = None, systems: dict = SYSTEMS) -> dict[str, Path]:
     """{system: systems/data/<system>/<kind>/trtllm/<version>/<name or kind_perf.parquet>}, first version of
     VERSIONS."""
     out = {}
-    for system in SYSTEMS:
+    for system in systems:
         for v in VERSIONS:
             path = root / "systems" / "data" / system / kind / BACKEND / v / (name or f"{kind}_perf.parquet")
             if path.exists():
@@ -158,19 +180,22 @@ def _read(path: Path):
     return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
 
 
-def load_gemm_rows(files: dict[str, Path]):
-    """One DataFrame: system, dtype, rows (M), n, flops, bytes, latency_ms (dtypes in DTYPES, N and K in SHAPES)."""
+def load_gemm_rows(files: dict[str, Path], dtypes: dict = DTYPES):
+    """One DataFrame: system, dtype, rows (M), n, flops, bytes, latency_ms (table dtypes in `dtypes`, N and K in
+    SHAPES); None where no file has a table of those dtypes."""
     import pandas as pd
     parts = []
     for system, path in files.items():
         d = _read(path)
-        d = d[d["gemm_dtype"].isin(list(DTYPES)) & d["n"].isin(SHAPES) & d["k"].isin(SHAPES)]
+        d = d[d["gemm_dtype"].isin(list(dtypes)) & d["n"].isin(SHAPES) & d["k"].isin(SHAPES)]
+        if d.empty:
+            continue
         m, n, k = (d[c].astype(float) for c in ("m", "n", "k"))
-        b_in = d["gemm_dtype"].map(lambda x: DTYPES[x][1])
+        b_in = d["gemm_dtype"].map(lambda x: ALL_DTYPES[x][1])
         parts.append(pd.DataFrame({"system": system, "dtype": d["gemm_dtype"], "rows": m, "n": n,
                                    "flops": 2 * m * n * k, "bytes": b_in * (m * k + k * n) + 2 * m * n,
                                    "latency_ms": d["latency"]}))
-    return pd.concat(parts, ignore_index=True)
+    return pd.concat(parts, ignore_index=True) if parts else None
 
 
 def load_moe_rows(files: dict[str, Path], tps: tuple[int, ...] = MOE_TP):
@@ -215,10 +240,12 @@ class Table:
 
 def tables(df) -> list[Table]:
     out = []
+    if df is None:
+        return out
     for (system, dtype), g in df.groupby(["system", "dtype"], sort=True):
-        spec = load_hardware(SYSTEMS[system])
+        spec = load_hardware(SPEC_OF[system])
         unit = spec.units[0]
-        peak_dtype = DTYPES[dtype][0]
+        peak_dtype = ALL_DTYPES[dtype][0]
         if peak_dtype not in unit.peak_tflops or unit.sm_count is None:
             continue
         col = {c: g[c].to_numpy(dtype=np.float64) for c in ("rows", "n", "flops", "bytes", "latency_ms")}
@@ -440,9 +467,12 @@ def grouped_wide_ratio(res: dict) -> float | None:
 
 def fit_regimes_document(gemm_files: dict[str, Path], moe_files: dict[str, Path], attention_files: dict[str, Path],
                          version: str, root: Path | None = None,
-                         library_files: dict[str, dict[str, Path]] | None = None) -> dict:
+                         library_files: dict[str, dict[str, Path]] | None = None,
+                         fp4_files: dict[str, Path] | None = None,
+                         library_fp4_files: dict[str, dict[str, Path]] | None = None) -> dict:
     """The regimes.yaml document: fitted constants with their provenance (library_files: engine -> its dense GEMM
-    tables per system, fitted into GemmRegime.libraries)."""
+    tables per system, fitted into GemmRegime.libraries; fp4_files, library_fp4_files: the same over FP4_SYSTEMS,
+    whose nvfp4 tables give the native FP4 fractions; default the SYSTEMS files)."""
     res = fit_all(tables(load_gemm_rows(gemm_files)), tables(load_moe_rows(moe_files)) if moe_files else [],
                   tables(load_moe_rows(moe_files, (1,))) if moe_files else [])
     att = fit_attention(load_attention_tables(attention_files)) if attention_files else None
@@ -450,17 +480,23 @@ def fit_regimes_document(gemm_files: dict[str, Path], moe_files: dict[str, Path]
         res["decode_attention"] = att
 
     def files(fs):
-        return {s: {"path": str(p.relative_to(root)) if root else p.name, "sha256": sha256(p), "spec": SYSTEMS[s]}
+        return {s: {"path": str(p.relative_to(root)) if root else p.name, "sha256": sha256(p), "spec": SPEC_OF[s]}
                 for s, p in fs.items()}
 
+    # native FP4 tables at the shape the bf16 / fp8 tables chose (FP4_DTYPES)
+    fp4 = fit_at_shape(tables(load_gemm_rows(fp4_files or gemm_files, FP4_DTYPES)), res["gemm"]["tile_m"],
+                       res["gemm"]["ridge_sharpness"])
+    if fp4:
+        res["gemm_fp4"] = {"tables": fp4}
     # the kernel library's share of the peak per dtype: median over the GPUs of each table's f (fp16 = bf16 rate)
     # and its fixed time per launch (t0), likewise
-    kernel_fraction, launch_us = _medians_per_dtype(res["gemm"]["tables"])
+    kernel_fraction, launch_us = _medians_per_dtype({**res["gemm"]["tables"], **fp4})
     libraries, library_fits = {}, {}
     for engine, fs in sorted((library_files or {}).items()):
         if fs:
             libraries[engine], library_fits[engine] = fit_library(fs, res["gemm"]["tile_m"],
-                                                                  res["gemm"]["ridge_sharpness"])
+                                                                  res["gemm"]["ridge_sharpness"],
+                                                                  (library_fp4_files or {}).get(engine))
     if library_fits:
         res["libraries"] = library_fits
     grouped_ratio, wide_ratio = grouped_compute_ratio(res), grouped_wide_ratio(res)
@@ -479,10 +515,16 @@ def fit_regimes_document(gemm_files: dict[str, Path], moe_files: dict[str, Path]
                "source": f"NVIDIA aiconfigurator, PyPI {PACKAGE}=={version} (Apache-2.0; "
                          "https://github.com/ai-dynamo/aiconfigurator): kernel timings measured on the GPUs named",
                "gemm_files": files(gemm_files), "moe_files": files(moe_files),
+               **({"gemm_fp4_files": files({k: v for k, v in fp4_files.items() if k not in gemm_files})}
+                  if fp4_files else {}),
                "attention_files": files(attention_files),
                **({"library_files": {e: files(fs) for e, fs in sorted(library_files.items()) if fs}}
                   if library_files else {}),
-               "selection": f"backend {BACKEND}; dtypes {sorted(DTYPES)}; dense N and K in {list(SHAPES)}, every M; "
+               **({"library_fp4_files": {e: files({k: v for k, v in fs.items() if k not in (library_files or {})
+                                                   .get(e, {})}) for e, fs in sorted(library_fp4_files.items()) if fs}}
+                  if library_fp4_files else {}),
+               "selection": f"backend {BACKEND}; dtypes {sorted(DTYPES)} (the shape), {sorted(FP4_DTYPES)} at that "
+                            f"shape over {sorted(FP4_SYSTEMS)}; dense N and K in {list(SHAPES)}, every M; "
                             f"MoE {MOE_KERNEL}, balanced routing, moe_ep = 1, moe_tp in {list(MOE_TP)}; decode "
                             "attention: window 0, "
                             f"head_dim 128, heads <= 8 x kv_heads, context >= {MIN_CONTEXT}; engine kernel "
@@ -515,7 +557,9 @@ def write_regimes(kernels_root: str | Path | None = None) -> tuple[Path, dict]:
                          f"under {root}")
     att = table_files(root, "attention", ATTENTION_TABLE)
     libs = {b: library_table_files(root, b) for b in LIBRARY_BACKENDS}
-    doc = fit_regimes_document(gemm, moe, att, package_version(root), root.parent, libs)
+    libs_fp4 = {b: library_table_files(root, b, FP4_SYSTEMS) for b in LIBRARY_BACKENDS}
+    doc = fit_regimes_document(gemm, moe, att, package_version(root), root.parent, libs,
+                               table_files(root, "gemm", systems=FP4_SYSTEMS), libs_fp4)
     RegimeConstants.model_validate(doc)
     path = regimes_path()
     atomic_write_yaml(path, doc)

@@ -147,9 +147,10 @@ FORMAT_PATTERNS = ((r"^fp8", "fp8"), (r"^bf16$", "bf16"), (r"^fp16$", "fp16"), (
 KV_PATTERNS = ((r"^fp8", "fp8"), (r"^bf16$", "bf16"), (r"^fp16$", "fp16"))
 # (regex, case-insensitive, on the framework label; the first that matches); TabbyAPI serves ExLlamaV2
 # (trtllm-serve, TensorRT-LLM's OpenAI server, before vllm: a TensorRT-LLM or SGLang server measured with `vllm bench
-# serve` names both; trtllm-bench and gptSessionBenchmark rows are static batches, data.py's)
+# serve` names both; `trtllm-bench ... throughput` and `gptManagerBenchmark --type IFB` queue the requests of their
+# dataset into the in-flight batching executor, server runs too; gptSessionBenchmark rows are static batches, data.py's)
 RUNTIMES = ((r"\btgi\b|text-generation-inference", "tgi"), (r"lmdeploy|turbomind", "lmdeploy"), (r"sglang", "sglang"),
-            (r"trtllm-serve", "trtllm"), (r"vllm", "vllm"), (r"exllamav2|tabbyapi", "exllamav2"),
+            (r"trtllm-serve|trtllm-bench\b.*\bthroughput\b|gptManagerBenchmark\b.*--type IFB", "trtllm"), (r"vllm", "vllm"), (r"exllamav2|tabbyapi", "exllamav2"),
             (r"deepspeed|\bmii\b|fastgen", "deepspeed-mii"))
 
 
@@ -189,6 +190,12 @@ def _tp(detail: str) -> int:
         if m:
             return int(m.group(1))
     return 1
+
+
+def _pp(detail: str) -> int:
+    """Pipeline stages of the row's deployment ('TP2 PP2': trtllm-bench --pp 2), else 1."""
+    m = re.search(r"\bPP(\d+)\b", str(detail))
+    return int(m.group(1)) if m else 1
 
 
 def _dp(detail: str) -> int:
@@ -312,6 +319,9 @@ def map_serving_row(r: dict, hw_known: set, models_known: set, run_output_tok_s:
     if "EP" in str(r["hardware_detail"]) and "nodes" in str(r["hardware_detail"]):
         return None, ("multi-node expert parallelism with DP attention and PD disaggregation: not a single "
                       "tensor-parallel group (planner/serving/expert_parallel.py is not part of this benchmark)")
+    if _pp(r["hardware_detail"]) > 1:
+        return None, ("pipeline parallelism (PP > 1 in hardware_detail): the benchmark times one tensor-parallel "
+                      "group per replica (planner simulate --pp is not part of this benchmark)")
     if "dp-attention" in str(r["hardware_detail"]):
         return None, ("data-parallel attention (--enable-dp-attention): each rank runs attention for its own "
                       "requests, not one tensor-parallel group (planner/serving/expert_parallel.py is not part of "

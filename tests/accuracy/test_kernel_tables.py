@@ -144,3 +144,25 @@ def test_library_fit_on_the_excerpt_matches_the_committed_table(engine):
         assert per_table[key]["launch_us"] == pytest.approx(full[key]["launch_us"], abs=1.0)
     lib = committed.gemm.libraries[engine]
     assert lib.launch_us["fp8"] - lib.launch_us["bf16"] < committed.gemm.extra_launch_s("fp8") * 1e6
+
+
+def test_fp4_fit_on_the_excerpt_matches_the_committed_b200_table():
+    """Native FP4 (NVFP4 weights and activations, 0.5625 B per value with its block scales) is fitted at the shape
+    the bf16 / fp8 tables chose: the excerpt of the B200's nvfp4 GEMMs (every 12th, tests/data/aiconfigurator/fp4)
+    gives the committed share of its 9,000 TFLOP/s FP4 peak within 0.03 and launch time within 1 us; its bytes are
+    counted by hand; and the FP4 kernels reach less of their peak than fp8's do of theirs (B200 0.38 vs 0.49), so
+    NVFP4 GEMMs run ~1.5x, not 2x, an fp8 GEMM's rate."""
+    committed = regimes.regime_constants()
+    files = {"b200_sxm": EXCERPT / "fp4" / "b200_sxm_gemm_perf.csv"}
+    df = kt.load_gemm_rows(files, kt.FP4_DTYPES)
+    r = df.iloc[0]
+    k = r["flops"] / (2 * r["rows"] * r["n"])
+    assert r["bytes"] == pytest.approx(0.5625 * (r["rows"] * k + k * r["n"]) + 2 * r["rows"] * r["n"])
+    assert kt.load_gemm_rows(files) is None  # no bf16 / fp8 rows in it: the shape fit never sees FP4 tables
+    per_table = kt.fit_at_shape(kt.tables(df), committed.gemm.tile_m, committed.gemm.ridge_sharpness)
+    full = committed.provenance["fit"]["gemm_fp4"]["tables"]["b200_sxm/nvfp4"]
+    assert per_table["b200_sxm/nvfp4"]["compute_fraction"] == pytest.approx(full["compute_fraction"], abs=0.03)
+    assert per_table["b200_sxm/nvfp4"]["launch_us"] == pytest.approx(full["launch_us"], abs=1.0)
+    b200_fp8 = committed.provenance["fit"]["gemm"]["tables"]["b200_sxm/fp8"]["compute_fraction"]
+    assert full["compute_fraction"] < b200_fp8
+    assert 0.25 < committed.gemm.kernel_compute_fraction["fp4"] < committed.gemm.kernel_compute_fraction["fp8"]

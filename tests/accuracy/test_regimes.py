@@ -101,7 +101,7 @@ def test_weight_gemm_time_by_hand():
 def test_committed_regime_constants_load_with_provenance():
     c = regimes.regime_constants()
     assert (c.gemm.tile_m, c.gemm.ridge_sharpness, c.gemm.grouped_tile_m) == (128, 2.5, 64)
-    assert c.gemm.vendors == ["nvidia"] and set(c.gemm.kernel_compute_fraction) == {"bf16", "fp16", "fp8"}
+    assert c.gemm.vendors == ["nvidia"] and set(c.gemm.kernel_compute_fraction) == {"bf16", "fp16", "fp8", "fp4"}
     assert 0.3 < c.gemm.kernel_compute_fraction["fp8"] < c.gemm.kernel_compute_fraction["bf16"] < 1
     prov = c.provenance
     assert "aiconfigurator-core==0.12.0" in prov["source"] and "Apache-2.0" in prov["source"]
@@ -118,7 +118,32 @@ def test_regime_applies_to_nvidia_fp16_bf16_fp8_with_an_sm_count():
     assert regimes.gemm_regime_for("NVIDIA", None, "bf16", "bf16") is None   # no SM count: today's roofline
     assert regimes.gemm_regime_for("AMD", 304, "bf16", "bf16") is None       # kernels of another vendor
     assert regimes.gemm_regime_for("NVIDIA", 132, "q4_0", "fp16") is None    # GEMV / dequantizing kernels
-    assert regimes.gemm_regime_for("NVIDIA", 132, "fp8", "fp4") is None      # no kernel fraction for the dtype
+    assert regimes.gemm_regime_for("NVIDIA", 132, "fp8", "int8") is None     # no kernel fraction for the dtype
+
+
+def test_nvfp4_takes_the_fp4_regime_only_where_the_unit_computes_fp4():
+    """NVFP4 GEMMs are measured (the nvfp4 tables) where Blackwell's tensor cores run them in fp4; on Hopper the
+    format dequantizes (fp8 math) and is a weight-only format like MXFP4, outside the curve without mixed-input
+    kernels."""
+    assert regimes.gemm_regime_for("NVIDIA", 148, "nvfp4", "fp4") is not None
+    assert regimes.gemm_regime_for("NVIDIA", 132, "nvfp4", "fp8") is None
+    assert regimes.gemm_regime_for("NVIDIA", 148, "mxfp4", "bf16") is None
+    assert regimes.gemm_regime_for("AMD", 256, "nvfp4", "fp4") is None
+
+
+def test_b200_nvfp4_prefill_runs_at_the_measured_fp4_kernel_share():
+    """Llama-3.3-70B NVFP4 on one B200 (9,000 TFLOP/s dense FP4), TensorRT-LLM profile, an 8,192-token prompt. Its
+    linear layers hold 80 x (2 x 8192^2 + 2 x 8192 x 1024 + 3 x 8192 x 28672) = 68.45e9 weights, so the prompt's
+    weight GEMMs are 2 x 68.45e9 x 8192 = 1.1215e15 flop; at the committed fp4 kernel share of the peak (0.367, the
+    median over aiconfigurator's Blackwell nvfp4 tables) they take at least 1.1215e15 / (9e15 x 0.367) = 340 ms.
+    Before the fp4 tables were fitted the engine's own compute fraction (0.94) applied: GEMMs at ~133 ms, TTFT 206 ms, 1.7x too fast
+    against TensorRT-LLM's published 2048/128 throughput (data/pending/trtllm_perf_overview_v1.0_2025.csv)."""
+    share = regimes.regime_constants().gemm.kernel_compute_fraction["fp4"]
+    floor_s = 2 * 68.45e9 * 8192 / (9000e12 * share)
+    e = estimate("llama-3.3-70b", "b200", "nvfp4", runtime="trtllm", prompt=8192, output=2)
+    ttft_s = e.prefill.latency_ms / 1e3
+    assert floor_s == pytest.approx(2 * 68.45e9 * 8192 / (9000e12 * 0.3672), rel=0.05)
+    assert floor_s <= ttft_s < 1.6 * floor_s
 
 
 def test_h100_prefill_gemm_by_hand():
