@@ -126,8 +126,10 @@ def _check_sizes(args, simulate: bool) -> None:
         raise PlannerError("--replicas: --parallel pd sizes its pools with --prefill-gpus/--decode-gpus")
     if args.parallel not in ("ep", "dp-attention") and args.expert_imbalance is not None:
         raise PlannerError(f"--expert-imbalance: applies to --parallel ep or dp-attention, not {args.parallel}")
-    # --engine and --runtime are checked as the tensor-parallel paths check them (an unknown id is refused);
-    # the topology models size and time with the kind defaults, so a named runtime profile is refused, not ignored
+    # --engine and --runtime are checked as the tensor-parallel paths check them (an unknown id is refused); the
+    # topologies size each pool or rank with their own rule, so --engine is refused, not ignored; EP and
+    # DP-attention time their steps with a named runtime profile (expert_parallel.ep_device), the pd queueing
+    # model with the calibrated / default efficiencies only
     from .cli_serving import _check_engine
     engine = _check_engine(getattr(args, "engine", "none") or "none")
     if engine != "none":
@@ -136,8 +138,9 @@ def _check_sizes(args, simulate: bool) -> None:
     if getattr(args, "runtime", None):
         from .runtimes import load_runtime
         load_runtime(args.runtime)
-        raise PlannerError(f"--runtime: --parallel {args.parallel} times steps with the calibrated / default "
-                           "efficiencies; allowed: no --runtime (or --parallel tp)")
+        if args.parallel == "pd":
+            raise PlannerError("--runtime: --parallel pd times its pools with the calibrated / default "
+                               "efficiencies; allowed: no --runtime (or --parallel tp, ep, dp-attention)")
     if simulate and args.parallel == "pd":  # the queueing model has no scheduler and no rate search
         given = [flag for flag, on in (("--max-rate", getattr(args, "max_rate", False)),
                                        ("--chunked-prefill", getattr(args, "chunked_prefill", None) is not None),
@@ -169,7 +172,8 @@ def cmd_plan_parallel(args) -> int:
     _check_sizes(args, False)
     out = plan_parallel(args.model, args.scenario, args.parallel, args.ep, args.expert_imbalance, args.prefill_gpus,
                         args.decode_gpus, args.qps, args.ttft_p95_ms, args.tpot_p95_ms, args.hardware, args.trace,
-                        dict(args.price), args.requests, args.seed, _eff(args), args.kv_dtype)
+                        dict(args.price), args.requests, args.seed, _eff(args), args.kv_dtype,
+                        getattr(args, "runtime", None))
     if args.json:
         print(_dump(out))
         return 0
@@ -264,7 +268,7 @@ def cmd_simulate_parallel(args) -> int:
         n = args.requests if args.requests is not None else 5000
         r = simulate_ep(m, spec, fmt, kvd, args.parallel, ep, sc.workload, args.replicas, n, args.seed,
                         _eff(args), sched.max_num_seqs, sched.max_num_batched_tokens, sched.chunked_prefill,
-                        args.block_size, args.expert_imbalance)
+                        args.block_size, args.expert_imbalance, runtime=args.runtime)
     except DoesNotFit as exc:
         if args.json:
             print(_dump({"fits": False, "verdict": str(exc), "layout": args.parallel, "ep": ep}))
@@ -272,7 +276,7 @@ def cmd_simulate_parallel(args) -> int:
         raise
     rep = ep_report(m, spec, fmt, kvd, args.parallel, ep, args.expert_imbalance,
                     max(1, round(r["engine"]["mean_running"] or 1)), efficiency=_eff(args),
-                    max_tokens=sched.max_num_batched_tokens)
+                    max_tokens=sched.max_num_batched_tokens, runtime=args.runtime)
     r["explanation"] = rep["explanation"]
     r["all_to_all"] = rep["all_to_all"]
     if args.json:

@@ -18,6 +18,10 @@ The row records only mean lengths (the printed totals over the requests), so the
             filter in vLLM's benchmark (prompt <= 1,024 and prompt + output <= 2,048 tokens); the spread matters
             for a burst: the run lasts until its longest output ends, in decode steps of ever fewer sequences
 Data-parallel replicas (work_div = 1 / DP) each serve N / DP of the requests; the throughput counts all of them.
+Data-parallel attention (SGLang --enable-dp-attention, TensorRT-LLM enable_attention_dp; `parallel` dp-attention,
+`ep` the group's GPUs): every GPU is an attention engine of its own with N / ep of the requests and its own KV
+pool, the routed experts split ep ways behind an all-to-all (serving.expert_parallel.ep_engine, the engine
+`planner simulate --parallel dp-attention --runtime R` runs); one engine is simulated and the throughput counts ep.
 """
 
 from __future__ import annotations
@@ -66,8 +70,15 @@ def simulate_burst(r: dict, efficiency="auto") -> float:
                       runtime=runtime, engine=runtime if runtime in ENGINES else "none")
     reqs = burst_requests(int(r["batch"]), int(r["prompt"]), int(r["output"]), r.get("lengths", "fixed"))
     m = load_model(r["model"])
-    eng = build_engine(m, load_hardware(r["hardware"]), cfg, efficiency, int(reqs.prompt.max()),
-                       int((reqs.prompt + reqs.output).max()))
+    spec = load_hardware(r["hardware"])
+    if r.get("parallel") == "dp-attention":  # one attention-DP rank of an EP group (serving.expert_parallel)
+        from ..quantization import kv_dtype as norm_kv, weight_format
+        from ..serving.expert_parallel import ep_engine
+        eng = ep_engine(m, spec, weight_format(cfg.weights), norm_kv(cfg.kv_dtype), "dp-attention", int(r["ep"]),
+                        efficiency, runtime, cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.chunked_prefill,
+                        cfg.block_size, max_prompt=int(reqs.prompt.max()))
+    else:
+        eng = build_engine(m, spec, cfg, efficiency, int(reqs.prompt.max()), int((reqs.prompt + reqs.output).max()))
     tr = run_engine(eng.step_model, reqs, eng.limits)
     done = np.isfinite(tr.finish_s)
     if not done.all():

@@ -192,6 +192,18 @@ def _tp(detail: str) -> int:
     return 1
 
 
+def _dp_attention(detail: str) -> bool:
+    """Whether the row's deployment runs attention data-parallel (SGLang --enable-dp-attention, TensorRT-LLM
+    enable_attention_dp): 'dp-attention' or 'DP attention' in hardware_detail."""
+    return bool(re.search(r"dp-attention|\bDP attention\b", str(detail), re.I))
+
+
+def _gpus(detail: str) -> int:
+    """The GPU count of hardware_detail's leading 'N x', else its TP degree."""
+    m = re.match(r"\s*(\d+) x ", str(detail))
+    return int(m.group(1)) if m else _tp(detail)
+
+
 def _pp(detail: str) -> int:
     """Pipeline stages of the row's deployment ('TP2 PP2': trtllm-bench --pp 2), else 1."""
     m = re.search(r"\bPP(\d+)\b", str(detail))
@@ -322,10 +334,11 @@ def map_serving_row(r: dict, hw_known: set, models_known: set, run_output_tok_s:
     if _pp(r["hardware_detail"]) > 1:
         return None, ("pipeline parallelism (PP > 1 in hardware_detail): the benchmark times one tensor-parallel "
                       "group per replica (planner simulate --pp is not part of this benchmark)")
-    if "dp-attention" in str(r["hardware_detail"]):
+    dp_attention = _dp_attention(r["hardware_detail"])
+    if dp_attention and BURST_RUN not in str(r["framework"]):
         return None, ("data-parallel attention (--enable-dp-attention): each rank runs attention for its own "
-                      "requests, not one tensor-parallel group (planner/serving/expert_parallel.py is not part of "
-                      "this benchmark)")
+                      "requests, not one tensor-parallel group (planner/serving/expert_parallel.py times it only "
+                      "for bursts, through the serving simulator)")
     if metric not in METRICS:
         return None, f"metric {metric} ({r['unit']}) is not modelled"
     if SPECULATIVE_RUN in str(r["notes"]):
@@ -354,12 +367,16 @@ def map_serving_row(r: dict, hw_known: set, models_known: set, run_output_tok_s:
     if offline is not None:
         steady = offline
         batch = offline_running(runtime, model, wf, kv, hw, int(round(offline[0])), int(round(offline[1])), tp)
-    B, dp = int(batch), _dp(r["hardware_detail"])
+    # DP attention: every GPU of the group is an engine of its own with B / N of the requests (the simulator times
+    # one, expert_parallel.ep_engine); a data-parallel server: B / DP requests per replica
+    B, dp = int(batch), (_gpus(r["hardware_detail"]) if dp_attention else _dp(r["hardware_detail"]))
     if dp < 1:
         return None, "hardware_detail: DP0 names no data-parallel replica (DP1, DP2, ... are replica counts)"
-    if B % dp:
+    if B % dp and not dp_attention:
         return None, f"{B} requests do not split evenly over {dp} data-parallel replicas"
-    B //= dp  # each replica serves its share: the steps are one replica's; throughput rows count all (work_div)
+    # each replica serves its share: the steps are one replica's; throughput rows count all (work_div). Attention-DP
+    # ranks take the requests round-robin, and the busiest one (ceil(B / dp)) sets the pace of the all-to-alls
+    B = -(-B // dp)
     burst = BURST_RUN in str(r["framework"])
     if TTFT_MODES.get(src) == "queue" and B > SERVER_MAX_SEQS:
         return None, (f"{B} requests at once exceed the server's default {SERVER_MAX_SEQS} running sequences: they "
@@ -390,6 +407,8 @@ def map_serving_row(r: dict, hw_known: set, models_known: set, run_output_tok_s:
             return None, ("median inter-token latency of a burst: the simulator that times bursts records no gaps "
                           "between a request's tokens (the run's mean TTFT, mean TPOT and throughput are mapped)")
         extra = {"lengths": "sharegpt" if re.search(r"dataset: sharegpt", str(r["notes"]), re.I) else "fixed"}
+        if dp_attention:  # one attention-DP engine of a group of dp GPUs whose routed experts split dp ways
+            extra |= {"parallel": "dp-attention", "ep": dp}
     mem = re.search(r"mem\(GB\) ([0-9.]+)", str(r["notes"])) if src in CAPACITY_SOURCES else None
     capacity = ({"mem_gib": float(mem.group(1)), "rounds": ROUNDS_LMDEPLOY,
                  "cache_tokens": LMDEPLOY_CACHE_BLOCKS[model] * LMDEPLOY_BLOCK_TOKENS}

@@ -263,19 +263,17 @@ def build_step_model(m, fmt, kv_dtype: str, dev, g: EPGroup, max_tokens: int = 8
 
 def ep_report(m, spec, fmt, kv_dtype: str, mode: str, ep: int, imbalance: float = DEFAULT_IMBALANCE,
               batch_per_engine: int = 64, context: int = 2048, prompt: int = 2048, efficiency="auto",
-              max_tokens: int = 8192) -> dict:
+              max_tokens: int = 8192, runtime: str | None = None) -> dict:
     """Memory per rank, all-to-all volume and time, and decode / prefill step times of the busiest rank, next to
-    plain tensor parallelism over the same devices where that fits. Plain numbers (GB, ms, tokens/s)."""
-    from ..efficiency import resolve_efficiency
+    plain tensor parallelism over the same devices where that fits (runtime: the profile whose efficiency times
+    the steps, ep_device). Plain numbers (GB, ms, tokens/s)."""
     from ..quantization import activation_bytes
-    from ..roofline import device_model, select_unit
     from .parallelism import node_for, tp_step_time_s
     from .step_model import replica_memory
 
     g = make_group(m, spec, mode, ep, imbalance)
     mem = ep_rank_memory(m, fmt, kv_dtype, spec, mode, ep, max_tokens)
-    u = select_unit(spec, fmt)
-    dev = device_model(spec, u, fmt, resolve_efficiency(spec, u, efficiency))
+    dev = ep_device(m, spec, fmt, efficiency, runtime)
     a = activation_bytes(fmt)
     engines = ep if mode == "dp-attention" else 1
     dispatched = batch_per_engine if mode == "dp-attention" else batch_per_engine / ep
@@ -341,32 +339,72 @@ def explain(r: dict) -> list[str]:
     return lines
 
 
-def simulate_ep(m, spec, fmt, kv_dtype: str, mode: str, ep: int, workload, replicas: int = 1,
-                n_requests: int = 2000, seed: int = 0, efficiency="auto", max_num_seqs: int = 256,
-                max_num_batched_tokens: int = 8192, chunked_prefill: bool = False, block_size: int = 16,
-                imbalance: float = DEFAULT_IMBALANCE) -> dict:
-    """Continuous-batching simulation of one engine of an EP deployment (r groups of N ranks; DP-attention runs
-    N engines per group, requests split evenly): the same simulator as planner.serving.simulate, with the
-    StepModel of build_step_model and the KV pool of ep_rank_memory. All ranks are taken as equally loaded (the
-    all-to-all keeps them in step)."""
-    from ..efficiency import resolve_efficiency
+def ep_device(m, spec, fmt, efficiency="auto", runtime: str | None = None):
+    """The DeviceModel of one rank: the unit and efficiency `planner estimate --runtime` resolves
+    (serving.engine.device_for: the runtime profile's fitted class where one is named, else the calibrated or
+    default efficiencies), so an EP group's steps are timed as the tensor-parallel commands time theirs."""
+    from .engine import device_for
+
+    return device_for(m, spec, fmt, efficiency, runtime)[1]
+
+
+@dataclass(frozen=True)
+class EPEngine:
+    """One engine of an EP group, ready for the simulator: its step model, limits, memory and group."""
+
+    step_model: object
+    limits: object
+    memory: EPMemory
+    group: EPGroup
+
+
+def ep_engine(m, spec, fmt, kv_dtype: str, mode: str, ep: int, efficiency="auto", runtime: str | None = None,
+              max_num_seqs: int = 256, max_num_batched_tokens: int = 8192, chunked_prefill: bool = False,
+              block_size: int = 16, imbalance: float = DEFAULT_IMBALANCE, max_prompt: int = 0) -> EPEngine:
+    """Step model (build_step_model on ep_device's device), KV pool (ep_rank_memory) and scheduler limits of one
+    engine of an EP group; with a runtime, its scheduler's step rules (scheduler_defaults.step_policy: SGLang's
+    prefill steps apart, TensorRT-LLM's whole prompts and reserved outputs) and its HTTP request path, as
+    serving.engine.build_engine gives a tensor-parallel engine. Raises DoesNotFit when a rank cannot hold its share
+    of the weights."""
     from ..errors import DoesNotFit
-    from ..roofline import device_model, select_unit
-    from .engine import engine_requests
-    from .simulator import EngineLimits, run_engine, summarize
+    from ..runtimes import first_token_from_decode, request_path_ms
+    from ..scheduler_defaults import scheduler_engine, step_policy
+    from .simulator import EngineLimits
 
     g = make_group(m, spec, mode, ep, imbalance)
     mem = ep_rank_memory(m, fmt, kv_dtype, spec, mode, ep, max_num_batched_tokens)
     if not mem.fits:
         raise DoesNotFit(f"{m.name} {fmt.name} on {mode} {ep} x {spec.id}: {mem.verdict}")
+    dev = ep_device(m, spec, fmt, efficiency, runtime)
+    sm = build_step_model(m, fmt, kv_dtype, dev, g, max(max_num_batched_tokens, max_prompt, max_num_seqs))
+    policy = step_policy(scheduler_engine("none", runtime), chunked_prefill)
+    lim = EngineLimits(mem.kv_pool_tokens, max_num_seqs, max_num_batched_tokens, chunked_prefill,
+                       mixed_prefill=policy.mixed_prefill, reserve_output=policy.reserve_output,
+                       block_size=block_size, request_path_s=request_path_ms(runtime) / 1e3,
+                       first_token_decode=first_token_from_decode(runtime))
+    return EPEngine(sm, lim, mem, g)
+
+
+def simulate_ep(m, spec, fmt, kv_dtype: str, mode: str, ep: int, workload, replicas: int = 1,
+                n_requests: int = 2000, seed: int = 0, efficiency="auto", max_num_seqs: int = 256,
+                max_num_batched_tokens: int = 8192, chunked_prefill: bool = False, block_size: int = 16,
+                imbalance: float = DEFAULT_IMBALANCE, runtime: str | None = None) -> dict:
+    """Continuous-batching simulation of one engine of an EP deployment (r groups of N ranks; DP-attention runs
+    N engines per group, requests split evenly): the same simulator as planner.serving.simulate, with the engine
+    of ep_engine (runtime: the profile whose efficiency times the steps). All ranks are taken as equally loaded
+    (the all-to-all keeps them in step)."""
+    from .engine import engine_requests
+    from .simulator import run_engine, summarize
+
     engines = replicas * (ep if mode == "dp-attention" else 1)
+    make_group(m, spec, mode, ep, imbalance)
     reqs = engine_requests(workload, engines, n_requests, seed)
-    u = select_unit(spec, fmt)
-    dev = device_model(spec, u, fmt, resolve_efficiency(spec, u, efficiency))
-    sm = build_step_model(m, fmt, kv_dtype, dev, g, max(max_num_batched_tokens, int(reqs.prompt.max()), max_num_seqs))
-    lim = EngineLimits(mem.kv_pool_tokens, max_num_seqs, max_num_batched_tokens, chunked_prefill, block_size)
-    s = summarize(run_engine(sm, reqs, lim))
+    e = ep_engine(m, spec, fmt, kv_dtype, mode, ep, efficiency, runtime, max_num_seqs, max_num_batched_tokens,
+                  chunked_prefill, block_size, imbalance, int(reqs.prompt.max()))
+    mem = e.memory
+    s = summarize(run_engine(e.step_model, reqs, e.limits))
     return {"model": m.name, "hardware": spec.id, "weights": fmt.name, "kv_dtype": kv_dtype, "layout": mode,
+            "runtime": runtime,
             "ep": ep, "replicas": replicas, "gpus": ep * replicas, "engines": engines, "imbalance": imbalance,
             "workload": workload.describe(), "memory": mem.to_dict(), "memory_verdict": mem.verdict,
             "engine": s, "deployment": {"gpus": ep * replicas, "engines": engines,
@@ -393,7 +431,7 @@ def ep_sizes(m, mode: str) -> list[int]:
 
 def plan_ep_device(m, spec, sc, mode: str, ep: int | None = None, imbalance: float = DEFAULT_IMBALANCE,
                    kv_dtype: str = "fp16", efficiency="auto", n_requests: int = 1200, seed: int = 0,
-                   price: float | None = None, max_gpus: int = 1024) -> dict:
+                   price: float | None = None, max_gpus: int = 1024, runtime: str | None = None) -> dict:
     """For one device: per weight format of the scenario, the smallest EP group (or `ep`) whose ranks hold the
     weights and the longest request's KV; then the fewest replicas of that group whose simulation (simulate_ep)
     meets both p95 targets (doubling, then bisection). The cheapest such configuration (fewest devices; ties: higher
@@ -434,7 +472,8 @@ def plan_ep_device(m, spec, sc, mode: str, ep: int | None = None, imbalance: flo
 
         def sim(reps):
             s = simulate_ep(m, spec, fmt, kv_dtype, mode, chosen, sc.workload, reps, n_requests, seed, efficiency,
-                            sc.max_num_seqs, sc.max_num_batched_tokens, sc.chunked_prefill, imbalance=imbalance)
+                            sc.max_num_seqs, sc.max_num_batched_tokens, sc.chunked_prefill, imbalance=imbalance,
+                            runtime=runtime)
             ok, reason = meets_slo(s["engine"], sc.ttft_p95_ms, sc.tpot_p95_ms)
             return ok, reason, s
 

@@ -15,9 +15,12 @@ def plan_parallel(model, scenario, parallel: str, ep: int | None = None, imbalan
                   prefill_gpus: int | None = None, decode_gpus: int | None = None, qps: float | None = None,
                   ttft_p95_ms: float | None = None, tpot_p95_ms: float | None = None,
                   hardware: list[str] | None = None, trace: str | None = None, prices: dict | None = None,
-                  n_requests: int = 1200, seed: int = 0, efficiency="auto", kv_dtype: str = "fp16") -> dict:
+                  n_requests: int = 1200, seed: int = 0, efficiency="auto", kv_dtype: str = "fp16",
+                  runtime: str | None = None) -> dict:
     """Per candidate device: the layout's best configuration, its explanation, and the aggregated plan's row;
-    devices ranked by cost per hour (unpriced after priced, impossible last)."""
+    devices ranked by cost per hour (unpriced after priced, impossible last). runtime: the engine profile whose
+    efficiency times both the EP / DP-attention steps and the aggregated plan's (not for pd, whose queueing model
+    takes the calibrated / default efficiencies)."""
     from ..architecture import load_model
     from ..quantization import kv_dtype as norm_kv
     from .plan import candidate_devices, plan
@@ -25,6 +28,9 @@ def plan_parallel(model, scenario, parallel: str, ep: int | None = None, imbalan
 
     if parallel not in LAYOUTS:
         raise PlannerError(f"--parallel: unknown layout {parallel!r}; allowed: tp, {', '.join(LAYOUTS)}")
+    if runtime is not None and parallel == "pd":
+        raise PlannerError("--runtime: --parallel pd times its pools with the calibrated / default efficiencies; "
+                           "allowed: no --runtime (or --parallel tp, ep, dp-attention)")
     m = model if not isinstance(model, str) else load_model(model)
     sc = scenario if isinstance(scenario, Scenario) else get_scenario(scenario)
     sc = sc.with_overrides(qps, ttft_p95_ms, tpot_p95_ms, trace)
@@ -39,7 +45,7 @@ def plan_parallel(model, scenario, parallel: str, ep: int | None = None, imbalan
         elif not m.moe:
             check_ep(m, parallel, 2, 1.0)  # the one-line error for a dense model
     agg = plan(m, sc, hardware=[s.id for s in specs], prices=prices, n_requests=n_requests, seed=seed,
-               efficiency=efficiency, kv_dtype=kvd, recommend=False)
+               efficiency=efficiency, kv_dtype=kvd, recommend=False, runtime=runtime)
     agg_rows = {r["hardware"]: r for r in agg.to_dict()["ranking"]}
     rows = []
     for spec in specs:
@@ -48,7 +54,8 @@ def plan_parallel(model, scenario, parallel: str, ep: int | None = None, imbalan
         if parallel == "pd":
             rows.append(_pd_device(m, spec, sc, kvd, prefill_gpus, decode_gpus, efficiency, seed, price, a))
         else:
-            rows.append(_ep_device(m, spec, sc, parallel, ep, imbalance, kvd, efficiency, n_requests, seed, price, a))
+            rows.append(_ep_device(m, spec, sc, parallel, ep, imbalance, kvd, efficiency, n_requests, seed, price, a,
+                                   runtime))
 
     def key(r):
         b = r["best"]
@@ -69,11 +76,13 @@ def _agg_brief(a: dict | None) -> dict | None:
                                   "usd_per_hour", "reason")}
 
 
-def _ep_device(m, spec, sc, mode, ep, imbalance, kvd, efficiency, n_requests, seed, price, agg) -> dict:
+def _ep_device(m, spec, sc, mode, ep, imbalance, kvd, efficiency, n_requests, seed, price, agg,
+               runtime: str | None = None) -> dict:
     from .expert_parallel import plan_ep_device
 
     try:
-        r = plan_ep_device(m, spec, sc, mode, ep, imbalance, kvd, efficiency, n_requests, seed, price)
+        r = plan_ep_device(m, spec, sc, mode, ep, imbalance, kvd, efficiency, n_requests, seed, price,
+                           runtime=runtime)
     except PlannerError as exc:
         return {"hardware": spec.id, "best": None, "aggregated": agg, "summary": "not possible",
                 "explanation": [str(exc)], "tried": []}

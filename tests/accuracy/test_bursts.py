@@ -150,22 +150,26 @@ def test_a_served_ttft_carries_the_request_path_and_an_offline_one_does_not():
 
 def test_the_trtllm_overview_set_maps_through_the_simulator_and_b200_nvfp4_holds(tmp_path):
     """data/pending/trtllm_perf_overview_v1.0_2025.csv (README there): trtllm-bench throughput runs queue every
-    request at once, so they are bursts; the MoE runs at TP > 1 (attention data parallelism) and the TP x PP runs are
-    listed unmapped with those reasons, every other row maps. On the B200 (NVFP4, one GPU) the predicted throughput
-    over the published one lies within 0.5-1.2 on every run and 0.7-1.0 in the median: NVFP4 GEMMs at the measured
-    FP4 kernels' share of the peak; at the engine's own compute fraction (before session 45) the prefill-heavy runs
-    were 1.5-1.7x fast (2048/128: 1.69x)."""
+    request at once, so they are bursts; the TP x PP runs are listed unmapped with that reason, every other row maps,
+    the MoE runs at TP > 1 (enable_attention_dp) as attention-DP groups of their GPUs (serving.expert_parallel: one
+    rank of ceil(N / GPUs) requests). On the B200 (NVFP4, one GPU) the predicted throughput over the published one
+    lies within 0.5-1.2 on every run and 0.7-1.0 in the median: NVFP4 GEMMs at the measured FP4 kernels' share of
+    the peak; at the engine's own compute fraction (before session 45) the prefill-heavy runs were 1.5-1.7x fast
+    (2048/128: 1.69x)."""
     import pandas as pd
 
     path = Path(__file__).resolve().parents[2] / "data" / "pending" / "trtllm_perf_overview_v1.0_2025.csv"
     raw = pd.read_csv(path)
     detail = raw["hardware_detail"]
     mapped, unmapped = map_serving_rows(raw, path.name)
-    moe_tp, pp = detail.str.contains("dp-attention", regex=False), detail.str.contains(r"\bPP[2-9]", regex=True)
-    assert len(raw) == 328 and len(unmapped) == int((moe_tp | pp).sum()) == 168 and len(mapped) == 160
-    assert all(("data-parallel attention" in u["reason"]) or ("pipeline parallelism" in u["reason"])
-               for u in unmapped)
+    pp = detail.str.contains(r"\bPP[2-9]", regex=True)
+    assert len(raw) == 328 and len(unmapped) == int(pp.sum()) == 69 and len(mapped) == 259
+    assert all("pipeline parallelism" in u["reason"] for u in unmapped)
     assert {m["ttft_mode"] for m in mapped} == {"burst"} and {m["runtime"] for m in mapped} == {"trtllm"}
+    dp = [m for m in mapped if m.get("parallel") == "dp-attention"]
+    assert len(dp) == int((detail.str.contains("dp-attention", regex=False) & ~pp).sum()) == 99
+    one = next(m for m in dp if m["model"] == "qwen3-235b-a22b" and m["prompt"] == 1000 and m["output"] == 1000)
+    assert one["ep"] == 8 and one["batch"] == 3000 // 8 and one["work_div"] == pytest.approx(1 / 8)
     b200 = raw[(raw["hardware"] == "NVIDIA B200") & detail.str.startswith("1 x ")]
     b200.to_csv(tmp_path / "b200.csv", index=False)
     res = external.check([tmp_path / "b200.csv"])["results"]

@@ -217,3 +217,42 @@ def test_simulator_step_model_is_the_direct_step_time(mode):
             float(step_time_s(m, fmt, "bf16", dev, "decode", b, 1, ctx, g)), rel=1e-9)
     assert sm.prefill_time([3000]) == pytest.approx(float(step_time_s(m, fmt, "bf16", dev, "prefill", 1, 3000, 0, g)),
                                                     rel=1e-9)
+
+
+def test_a_named_runtime_times_the_ep_ranks_with_its_profile():
+    """ep_device resolves a rank's device as `planner estimate --runtime` does (serving.engine.device_for): with
+    --runtime sglang the rank runs the SGLang profile's fitted efficiency on the H100's class, so a decode step's
+    token-op time equals the core roofline of the same per-rank operators on that device; and ep_engine takes
+    SGLang's scheduler rules (its prefill steps apart from the decodes) and its measured HTTP request path."""
+    from planner.roofline import time_ops
+    from planner.runtimes import load_runtime, request_path_ms
+    from planner.serving.expert_parallel import ep_device, ep_engine, make_group, rank_ops
+
+    m, spec, fmt = load_model("qwen3-30b-a3b"), load_hardware("h100-sxm"), weight_format("fp8")
+    dev = ep_device(m, spec, fmt, runtime="sglang")
+    from planner.efficiency import resolve_efficiency
+    want_eff = resolve_efficiency(spec, spec.unit("gpu"), "auto", load_runtime("sglang"))  # estimate's own call
+    assert dev.efficiency == want_eff and "sglang" in want_eff.source
+    assert ep_device(m, spec, fmt).efficiency != dev.efficiency  # no runtime: the kind defaults, as before
+    e = ep_engine(m, spec, fmt, "fp8", "dp-attention", 8, runtime="sglang", max_num_batched_tokens=2048)
+    g = make_group(m, spec, "dp-attention", 8)
+    ops = [o for o in rank_ops(m, fmt, "fp8", "decode", 64.0, 1, 0, g)
+           if not (o.compute == "attention" or o.name.startswith("attn_")) and o.name != "lm_head"]
+    from planner.serving.expert_parallel import comm_time_s
+    want = sum(ot.time_s for ot in time_ops(ops, dev)) + float(comm_time_s(m, fmt, 64.0, g))
+    assert e.step_model.token_time[64] == pytest.approx(want, rel=1e-9)
+    assert e.limits.mixed_prefill is False and e.limits.request_path_s == pytest.approx(request_path_ms("sglang") / 1e3)
+    plain = ep_engine(m, spec, fmt, "fp8", "dp-attention", 8, max_num_batched_tokens=2048)
+    assert plain.limits.request_path_s == 0.0 and plain.limits.mixed_prefill is False  # chunked off: V0 rule
+
+
+def test_cli_simulate_dp_attention_with_a_runtime_and_pd_refuses_one(capsys):
+    assert main(["simulate", "-m", "qwen3-30b-a3b", "-H", "h100-sxm", "-w", "fp8", "--parallel", "dp-attention",
+                 "--ep", "8", "--runtime", "sglang", "--qps", "4", "--requests", "120", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["runtime"] == "sglang" and d["layout"] == "dp-attention" and d["engine"]["tpot_ms"]["p50"] > 0
+    assert main(["simulate", "-m", "qwen3-30b-a3b", "-H", "h100-sxm", "--parallel", "pd", "--runtime", "sglang"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --runtime: --parallel pd")
+    assert main(["simulate", "-m", "qwen3-30b-a3b", "-H", "h100-sxm", "--parallel", "ep", "--runtime", "nope"]) == 2
+    assert capsys.readouterr().err.startswith("error: --runtime")
