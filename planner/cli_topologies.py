@@ -290,10 +290,14 @@ def cmd_simulate_parallel(args) -> int:
     print()
     from .cli_serving import print_latency_table
 
-    print_latency_table(s)
+    print_latency_table(s, s.get("range"))
     print()
-    print(f"  throughput: {t['requests_per_s']:,.2f} req/s, {t['output_tokens_per_s']:,.0f} output tok/s "
-          f"(offered {t['offered_requests_per_s']:g} req/s); {s['mean_running']:.1f} sequences running per engine")
+    rg = t.get("output_tokens_per_s_range")
+    print(f"  throughput: {t['requests_per_s']:,.2f} req/s, {t['output_tokens_per_s']:,.0f} output tok/s"
+          + (f" (p10-p90 {rg[0]:,.0f}-{rg[1]:,.0f})" if rg else "")
+          + f" (offered {t['offered_requests_per_s']:g} req/s); {s['mean_running']:.1f} sequences running per engine")
+    if s.get("range"):
+        print(f"  ranges: {s['range']['interval']['source']}")
     print()
     for line in r["explanation"]:
         print(f"  - {line}")

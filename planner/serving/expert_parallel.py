@@ -388,12 +388,16 @@ def ep_engine(m, spec, fmt, kv_dtype: str, mode: str, ep: int, efficiency="auto"
 def simulate_ep(m, spec, fmt, kv_dtype: str, mode: str, ep: int, workload, replicas: int = 1,
                 n_requests: int = 2000, seed: int = 0, efficiency="auto", max_num_seqs: int = 256,
                 max_num_batched_tokens: int = 8192, chunked_prefill: bool = False, block_size: int = 16,
-                imbalance: float = DEFAULT_IMBALANCE, runtime: str | None = None) -> dict:
+                imbalance: float = DEFAULT_IMBALANCE, runtime: str | None = None, ranges: bool = True) -> dict:
     """Continuous-batching simulation of one engine of an EP deployment (r groups of N ranks; DP-attention runs
     N engines per group, requests split evenly): the same simulator as planner.serving.simulate, with the engine
     of ep_engine (runtime: the profile whose efficiency times the steps). All ranks are taken as equally loaded
-    (the all-to-all keeps them in step)."""
-    from .engine import engine_requests
+    (the all-to-all keeps them in step). As serving.simulate does, the summary's 'range' holds each figure at the
+    two ends of the p10-p90 speed interval that `planner estimate` would attach (serving.engine.speed_interval:
+    the runtime's, else the kind defaults'; multi-GPU, under load above one running sequence), and the deployment
+    its throughput ranges; None where no interval applies (calibration, datasheet) or ranges=False (the plan's
+    search, which compares the central figures with the targets)."""
+    from .engine import _ranges, device_for, engine_requests, slow_fast, speed_interval
     from .simulator import run_engine, summarize
 
     engines = replicas * (ep if mode == "dp-attention" else 1)
@@ -403,6 +407,14 @@ def simulate_ep(m, spec, fmt, kv_dtype: str, mode: str, ep: int, workload, repli
                   chunked_prefill, block_size, imbalance, int(reqs.prompt.max()))
     mem = e.memory
     s = summarize(run_engine(e.step_model, reqs, e.limits))
+    u, _, prof = device_for(m, spec, fmt, efficiency, runtime)
+    iv = (speed_interval(spec, u, efficiency, prof, max(1, round(s["mean_batch_busy"])), multi_gpu=True, model=m)
+          if ranges else None)
+    s["range"] = None
+    if iv is not None:
+        slow, fast = slow_fast(e.step_model, iv)
+        s["range"] = _ranges(summarize(run_engine(slow, reqs, e.limits)),
+                             summarize(run_engine(fast, reqs, e.limits))) | {"interval": iv}
     return {"model": m.name, "hardware": spec.id, "weights": fmt.name, "kv_dtype": kv_dtype, "layout": mode,
             "runtime": runtime,
             "ep": ep, "replicas": replicas, "gpus": ep * replicas, "engines": engines, "imbalance": imbalance,
@@ -410,7 +422,10 @@ def simulate_ep(m, spec, fmt, kv_dtype: str, mode: str, ep: int, workload, repli
             "engine": s, "deployment": {"gpus": ep * replicas, "engines": engines,
                                         "requests_per_s": s["requests_per_s"] * engines,
                                         "output_tokens_per_s": s["output_tokens_per_s"] * engines,
-                                        "offered_requests_per_s": workload.qps}}
+                                        "offered_requests_per_s": workload.qps,
+                                        **({f"{k}_range": [v * engines for v in s["range"][k]]
+                                            for k in ("requests_per_s", "output_tokens_per_s")}
+                                           if s["range"] else {})}}
 
 
 # ---------------------------------------------------------------- capacity plan over EP groups
@@ -473,7 +488,7 @@ def plan_ep_device(m, spec, sc, mode: str, ep: int | None = None, imbalance: flo
         def sim(reps):
             s = simulate_ep(m, spec, fmt, kv_dtype, mode, chosen, sc.workload, reps, n_requests, seed, efficiency,
                             sc.max_num_seqs, sc.max_num_batched_tokens, sc.chunked_prefill, imbalance=imbalance,
-                            runtime=runtime)
+                            runtime=runtime, ranges=False)
             ok, reason = meets_slo(s["engine"], sc.ttft_p95_ms, sc.tpot_p95_ms)
             return ok, reason, s
 

@@ -256,3 +256,27 @@ def test_cli_simulate_dp_attention_with_a_runtime_and_pd_refuses_one(capsys):
     assert len(err) == 1 and err[0].startswith("error: --runtime: --parallel pd")
     assert main(["simulate", "-m", "qwen3-30b-a3b", "-H", "h100-sxm", "--parallel", "ep", "--runtime", "nope"]) == 2
     assert capsys.readouterr().err.startswith("error: --runtime")
+
+
+def test_ep_simulation_carries_the_ranges_the_tp_simulation_does():
+    """simulate_ep attaches estimate's p10-p90 speed interval as serving.simulate does: every figure re-simulated
+    with the step model at the interval's slow and fast ends (serving.engine.slow_fast), the central figure between
+    them, and the deployment's throughput range = the engine's x the engines; the datasheet roofline carries none."""
+    from planner.serving import get_scenario
+    from planner.serving.engine import speed_interval
+    from planner.serving.expert_parallel import ep_device
+
+    m, spec, fmt = load_model("qwen3-30b-a3b"), load_hardware("h100-sxm"), weight_format("fp8")
+    w = get_scenario("chat").workload.model_copy(update={"qps": 4.0})
+    s = simulate_ep(m, spec, fmt, "fp8", "dp-attention", 8, w, n_requests=150, runtime="sglang")
+    e, d = s["engine"], s["deployment"]
+    lo, hi = e["range"]["tpot_ms_p95"]
+    assert lo <= e["tpot_ms"]["p95"] <= hi and lo < hi
+    assert d["output_tokens_per_s_range"] == [v * 8 for v in e["range"]["output_tokens_per_s"]]
+    dev = ep_device(m, spec, fmt, runtime="sglang")
+    from planner.runtimes import load_runtime
+    iv = speed_interval(spec, spec.unit("gpu"), "auto", load_runtime("sglang"),
+                        max(1, round(e["mean_batch_busy"])), multi_gpu=True, model=m)
+    assert e["range"]["interval"]["p10"] == iv["p10"] and dev is not None
+    assert simulate_ep(m, spec, fmt, "fp8", "dp-attention", 8, w, n_requests=100,
+                       efficiency="datasheet")["engine"]["range"] is None
