@@ -294,3 +294,16 @@ def test_an_engine_that_samples_the_first_token_in_a_decode_step_adds_that_step_
     code, out, _ = run(capsys, "estimate", "-m", "llama-2-7b", "-H", "a100-80gb-sxm", "--runtime", "lmdeploy",
                        "--json")
     assert json.loads(out)["prefill"]["first_token_step_ms"] > 0
+
+
+def test_the_readme_quick_start_output_is_what_the_command_prints(capsys):
+    """The README's quick start shows the output of its first command verbatim (the block after the two commands):
+    a refit that moves a default range, or any change to the printout, must update it (it went stale once, session
+    45: a prefill range's 87.76 ms had become 87.17 ms)."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = re.search(r"```\n(llama-2-7b \(6\.74B params\) on NVIDIA A100 40GB SXM4.*?)```", readme, re.S).group(1)
+    assert main(["estimate", "--model", "llama-2-7b", "--hardware", "a100-40gb-sxm"]) == 0
+    assert capsys.readouterr().out.strip() == block.strip()
