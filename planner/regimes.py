@@ -257,10 +257,22 @@ class DecodeAttentionRegime(BaseModel):
     ctas_per_sm: float = Field(gt=0, le=64, description="resident CTAs per SM that saturate bandwidth")
 
 
+class SmStreaming(BaseModel):
+    """Per-SM streaming rate of NVIDIA's decode-attention kernels on each GPU the tables measured (GB/s per SM:
+    the bf16 table's bandwidth share x bandwidth / SMs) and the reference: the largest rate among the GPUs whose
+    published runs the engine profiles' per-SM caps were fitted on (kernel_tables.STREAMING_REFERENCE_SYSTEMS)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
+    gbs_per_sm: dict[str, float] = Field(default_factory=dict)
+    reference_gbs_per_sm: float = Field(gt=0.0, le=1e4)
+    reference_systems: list[str] = Field(default_factory=list)
+
+
 class RegimeConstants(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
     gemm: GemmRegime
     decode_attention: DecodeAttentionRegime | None = None
+    sm_streaming: SmStreaming | None = None
     provenance: dict
 
 
@@ -275,6 +287,25 @@ def regime_constants() -> RegimeConstants:
     from .io import read_yaml, validated
     path = regimes_path()
     return validated(RegimeConstants, read_yaml(path), str(path))
+
+
+def sm_streaming_scale(spec_id: str) -> float:
+    """How many times the bytes per SM a GPU's memory-bound kernels keep streaming, against the GPUs the engine
+    profiles' per-SM bandwidth caps (Efficiency.sm_bandwidth_gbs) were fitted on:
+
+        max(1, s_gpu / s_ref)
+
+    s = the per-SM rate NVIDIA's decode-attention kernels reach on the GPU (aiconfigurator's generation-attention
+    tables, bf16 KV: bandwidth share x bandwidth / SMs; RegimeConstants.sm_streaming), s_ref = the largest s among
+    the GPUs with published runs in the project's data (the H200's, 27.6 GB/s per SM). By Little's law an SM streams
+    (bytes in flight) / (latency); a cap fitted in GB/s per SM holds the in-flight bytes of the architectures it saw,
+    and Blackwell's SMs keep more in flight: the B200's kernels stream 47.6 GB/s per SM, so a cap fitted on Hopper
+    would hold a B200 to 58% of its datasheet bandwidth (TensorRT-LLM's 30.3 GB/s x 148 SMs = 4.5 of 7.7 TB/s) where
+    the same kernels measured reach 92%. 1 for a GPU no table measured, and for every GPU the caps were fitted on."""
+    st = regime_constants().sm_streaming
+    if st is None or spec_id not in st.gbs_per_sm:
+        return 1.0
+    return max(1.0, st.gbs_per_sm[spec_id] / st.reference_gbs_per_sm)
 
 
 MEASURED_GEMM_FORMATS = ("fp16", "bf16", "fp8")  # weight formats whose GEMMs the kernel tables measure (bf16, fp8)

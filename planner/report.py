@@ -93,9 +93,12 @@ def estimate_text(e: Estimate) -> str:
         f"{e.efficiency.kernel_overhead_us:g} us/op, {e.efficiency.step_overhead_ms:g} ms/step  [{e.efficiency.source}]",
     ]
     if _sm_capped(e):
+        scale = r.effective_bandwidth_gbs / (r.sm_count * e.efficiency.sm_bandwidth_gbs)
         lines.append(f"Bandwidth capped at {r.effective_bandwidth_gbs:.0f} GB/s = {r.sm_count} SMs x "
-                     f"{e.efficiency.sm_bandwidth_gbs:g} GB/s per SM (the runtime's kernels), "
-                     f"{r.effective_bandwidth_gbs / r.bandwidth_gbs * 100:.0f}% of the datasheet")
+                     f"{e.efficiency.sm_bandwidth_gbs:g} GB/s per SM (the runtime's kernels)"
+                     + (f" x {scale:.2f} (this GPU's SMs stream {scale:.2f}x the bytes of those the cap was fitted "
+                        "on: regimes.sm_streaming_scale)" if scale > 1 + 1e-6 else "")
+                     + f", {r.effective_bandwidth_gbs / r.bandwidth_gbs * 100:.0f}% of the datasheet")
     if e.intervals is not None:
         if e.runtime is None:
             lines.append("Ranges: p10-p90 of measured / predicted speed of the kind defaults against published "

@@ -23,7 +23,7 @@ from .lazy import np
 from .ops import ATTENTION, MATMUL, VECTOR, OpCost
 from .quantization import WeightFormat, dequant_overhead_for, weight_format
 from .regimes import (GROUPED_GEMM_OPS, GemmRegime, expert_gemm_rate, fmax, gemm_regime_for, kv_read_factor,
-                      matmul_preferences, regime_constants, weight_gemm_time_s)
+                      matmul_preferences, regime_constants, sm_streaming_scale, weight_gemm_time_s)
 from .replay import as_float
 from .units import GB, TERA, US
 
@@ -82,7 +82,8 @@ def unit_request_proxy_s(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightForma
     faster; `prompt`/`output` may be arrays."""
     eff = default_efficiency(spec, unit)
     peak = unit.peak_tflops[matmul_dtype(unit, fmt)] * TERA * eff.compute_fraction
-    bw = effective_bandwidth_bytes_s(unit_bandwidth_gbs(spec, unit), eff, unit.sm_count or 0)
+    bw = effective_bandwidth_bytes_s(unit_bandwidth_gbs(spec, unit), eff,
+                                     (unit.sm_count or 0) * (sm_streaming_scale(spec.id) if unit.sm_count else 1.0))
     if prompt.__class__ in _PLAIN and output.__class__ in _PLAIN:  # one request: the same steps on floats
         return 2.0 * float(prompt) / peak + float(output) * fmt.bytes_per_weight / bw
     return 2.0 * np.asarray(prompt, dtype=np.float64) / peak + np.asarray(output, dtype=np.float64) * fmt.bytes_per_weight / bw
@@ -100,7 +101,9 @@ def effective_bandwidth_bytes_s(bandwidth_gbs, eff: Efficiency, sm_count=0):
 
     the second term only where both are set (Efficiency.sm_bandwidth_gbs; the unit's sm_count): each SM keeps a
     bounded number of bytes in flight, so by Little's law it sustains (bytes in flight) / (DRAM latency) GB/s,
-    and a GPU with more datasheet GB/s per SM than that cannot be saturated by those kernels. Fitted per engine and
+    and a GPU with more datasheet GB/s per SM than that cannot be saturated by those kernels. Callers pass the
+    unit's SMs x regimes.sm_streaming_scale (an architecture whose SMs keep more bytes in flight than those the
+    caps were fitted on, as Blackwell's, streams that many times more per SM). Fitted per engine and
     hardware class (planner/accuracy/fit.py): llama.cpp's CUDA kernels sustain ~9 GB/s per SM, which is why an
     A100 (2,039 GB/s, 108 SMs) decodes with them at ~48% of its bandwidth and an RTX 4090 (1,008 GB/s, 128 SMs) at
     ~88% (xiongjiedai/GPU-Benchmarks-on-LLM-Inference; llama.cpp discussion 15013). bandwidth_gbs and sm_count may
@@ -163,6 +166,8 @@ class DeviceModel:
     mixed_input_share: float = 1.0          # the same for an op stored in another weight-only format (OpCost.
     #                                         weight_format: gpt-oss's mxfp4 experts) where the unit runs such kernels
     mixed_input_unit: bool = False          # the engine runs mixed-input kernels here (such an op takes the regime)
+    sm_stream_scale: float = 1.0            # regimes.sm_streaming_scale: the unit's SMs stream this many times the
+    #                                         bytes of those the per-SM caps were fitted on (Blackwell 1.6-1.8)
 
     @cached_property  # read once per operator timed: computed once per device model
     def eff_peak_flops(self) -> dict[str, float]:
@@ -198,8 +203,9 @@ class DeviceModel:
 
     @cached_property
     def eff_bandwidth_bytes_s(self) -> float:
-        """effective_bandwidth_bytes_s: bandwidth x bandwidth_fraction, capped at sm_count x sm_bandwidth_gbs."""
-        return effective_bandwidth_bytes_s(self.bandwidth_gbs, self.efficiency, self.sm_count)
+        """effective_bandwidth_bytes_s: bandwidth x bandwidth_fraction, capped at sm_count x sm_bandwidth_gbs x the
+        unit's sm_stream_scale."""
+        return effective_bandwidth_bytes_s(self.bandwidth_gbs, self.efficiency, self.sm_count * self.sm_stream_scale)
 
     @property
     def matmul_peak_tflops(self) -> float:
@@ -253,7 +259,7 @@ def _device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff:
                        int(getattr(eff, "dequant_tile_tokens", 0) or 0), cap, half,
                        tuple(unit.peak_tflops), regime, kernel_peak * share, launch, unit.sm_count or 0,
                        (getattr(eff, "format_compute_fraction", None) or {}).get(fmt.kernel_name, 0.0), wshare, mshare,
-                       mixed_unit)
+                       mixed_unit, sm_streaming_scale(spec.id) if unit.sm_count else 1.0)
 
 
 def unit_gemm_regime(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, dtype: str,

@@ -380,7 +380,7 @@ def load_attention_tables(files: dict[str, Path]) -> list[AttentionTable]:
         d = d[(d["window_size"] == 0) & (d["beam_width"] == 1) & (d["head_dim"] == 128)
               & d["kv_cache_dtype"].isin(list(KV_DTYPES)) & (d["isl"] + d["step"] >= MIN_CONTEXT)
               & (d["num_heads"] <= 8 * d["num_key_value_heads"])]
-        spec = load_hardware(SYSTEMS[system])
+        spec = load_hardware(SPEC_OF[system])
         if spec.units[0].sm_count is None:
             continue
         for kv, g in d.groupby("kv_cache_dtype", sort=True):
@@ -398,6 +398,35 @@ def attention_time_s(tb: AttentionTable, b: float, t0_s: float, chunk: int, ctas
     eff = decode_attention_efficiency(tb.batch, tb.kv_heads, tb.context, tb.sms, split_kv=chunk > 0,
                                       chunk=max(chunk, 1), ctas_per_sm=ctas_per_sm)
     return tb.bytes / (tb.bw * b * eff) + t0_s
+
+
+# GPUs whose published runs the engine profiles' per-SM bandwidth caps (Efficiency.sm_bandwidth_gbs) were fitted
+# on, among the systems with decode-attention tables: the reference of sm_streaming (no Blackwell data-centre part has
+# a published run in data/measured_*.csv; tests/accuracy/test_kernel_tables.py checks the list against the data)
+STREAMING_REFERENCE_SYSTEMS = ("a100_sxm", "h100_sxm", "h200_sxm", "l40s", "rtx_pro_6000_server")
+STREAMING_KV_DTYPE = "bfloat16"
+
+
+def attention_streaming(tbs: list[AttentionTable], chunk: int, ctas_per_sm: float) -> dict:
+    """Per-SM streaming rate of NVIDIA's decode-attention kernels on each GPU: the bf16 table's bandwidth share b,
+    fitted at the (chunk, CTAs per SM) the attention fit chose, x the spec's bandwidth / its SMs (GB/s per SM):
+    {spec id: GB/s per SM}, and the reference, the largest rate among STREAMING_REFERENCE_SYSTEMS (module docstring
+    of planner/regimes.py, sm_streaming_scale)."""
+    rates, ref = {}, 0.0
+    for tb in tbs:
+        if tb.kv_dtype != STREAMING_KV_DTYPE:
+            continue
+        x, _ = _levenberg_marquardt(
+            lambda x: np.log(attention_time_s(tb, 1 / (1 + np.exp(-np.clip(x[0], -30, 30))),
+                                              np.exp(np.clip(x[1], -30, 30)), chunk, ctas_per_sm) / tb.t_s),
+            np.array([1.4, np.log(5e-6)]))
+        b = 1 / (1 + np.exp(-np.clip(x[0], -30, 30)))
+        rate = round(float(b * tb.bw / tb.sms / 1e9), 2)
+        rates[SPEC_OF[tb.system]] = rate
+        if tb.system in STREAMING_REFERENCE_SYSTEMS:
+            ref = max(ref, rate)
+    return {"gbs_per_sm": dict(sorted(rates.items())), "reference_gbs_per_sm": ref,
+            "reference_systems": [SPEC_OF[s] for s in STREAMING_REFERENCE_SYSTEMS]}
 
 
 def fit_attention(tbs: list[AttentionTable]) -> dict:
@@ -469,7 +498,8 @@ def fit_regimes_document(gemm_files: dict[str, Path], moe_files: dict[str, Path]
                          version: str, root: Path | None = None,
                          library_files: dict[str, dict[str, Path]] | None = None,
                          fp4_files: dict[str, Path] | None = None,
-                         library_fp4_files: dict[str, dict[str, Path]] | None = None) -> dict:
+                         library_fp4_files: dict[str, dict[str, Path]] | None = None,
+                         streaming_files: dict[str, Path] | None = None) -> dict:
     """The regimes.yaml document: fitted constants with their provenance (library_files: engine -> its dense GEMM
     tables per system, fitted into GemmRegime.libraries; fp4_files, library_fp4_files: the same over FP4_SYSTEMS,
     whose nvfp4 tables give the native FP4 fractions; default the SYSTEMS files)."""
@@ -478,6 +508,10 @@ def fit_regimes_document(gemm_files: dict[str, Path], moe_files: dict[str, Path]
     att = fit_attention(load_attention_tables(attention_files)) if attention_files else None
     if att is not None:
         res["decode_attention"] = att
+    # per-SM streaming rate of the decode-attention kernels per GPU (FP4_SYSTEMS' tables: the Blackwell parts too),
+    # at the attention fit's shape: regimes.sm_streaming_scale
+    streaming = (attention_streaming(load_attention_tables(streaming_files or attention_files), att["split_kv_chunk"],
+                                     att["ctas_per_sm"]) if att is not None else None)
 
     def files(fs):
         return {s: {"path": str(p.relative_to(root)) if root else p.name, "sha256": sha256(p), "spec": SPEC_OF[s]}
@@ -511,6 +545,7 @@ def fit_regimes_document(gemm_files: dict[str, Path], moe_files: dict[str, Path]
                     **({"libraries": libraries} if libraries else {})},
            **({"decode_attention": {"split_kv_chunk": att["split_kv_chunk"], "ctas_per_sm": att["ctas_per_sm"]}}
               if att is not None else {}),
+           **({"sm_streaming": streaming} if streaming else {}),
            "provenance": {
                "source": f"NVIDIA aiconfigurator, PyPI {PACKAGE}=={version} (Apache-2.0; "
                          "https://github.com/ai-dynamo/aiconfigurator): kernel timings measured on the GPUs named",
@@ -518,6 +553,8 @@ def fit_regimes_document(gemm_files: dict[str, Path], moe_files: dict[str, Path]
                **({"gemm_fp4_files": files({k: v for k, v in fp4_files.items() if k not in gemm_files})}
                   if fp4_files else {}),
                "attention_files": files(attention_files),
+               **({"streaming_attention_files": files({k: v for k, v in streaming_files.items()
+                                                       if k not in attention_files})} if streaming_files else {}),
                **({"library_files": {e: files(fs) for e, fs in sorted(library_files.items()) if fs}}
                   if library_files else {}),
                **({"library_fp4_files": {e: files({k: v for k, v in fs.items() if k not in (library_files or {})
@@ -559,7 +596,8 @@ def write_regimes(kernels_root: str | Path | None = None) -> tuple[Path, dict]:
     libs = {b: library_table_files(root, b) for b in LIBRARY_BACKENDS}
     libs_fp4 = {b: library_table_files(root, b, FP4_SYSTEMS) for b in LIBRARY_BACKENDS}
     doc = fit_regimes_document(gemm, moe, att, package_version(root), root.parent, libs,
-                               table_files(root, "gemm", systems=FP4_SYSTEMS), libs_fp4)
+                               table_files(root, "gemm", systems=FP4_SYSTEMS), libs_fp4,
+                               table_files(root, "attention", ATTENTION_TABLE, systems=FP4_SYSTEMS))
     RegimeConstants.model_validate(doc)
     path = regimes_path()
     atomic_write_yaml(path, doc)

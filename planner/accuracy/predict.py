@@ -321,7 +321,7 @@ def build_design(df) -> Design:
             regime, dev_kpeak[i] = unit_gemm_regime(spec, unit, fmt, dev.dtypes[MATMUL], weight_only_regime=True,
                                                     library=lib)
             dev_mixed[i] = regime is not None
-        dev_smc[i] = float(unit.sm_count or 0)
+        dev_smc[i] = float(unit.sm_count or 0) * dev.sm_stream_scale  # the SMs the cap counts (roofline.DeviceModel)
         dev_sync[i] = unit.mma_sync_share if unit.mma_sync_share is not None else 1.0
         dev_launch[i] = regime.extra_launch_s(dev.dtypes[MATMUL]) if regime is not None else 0.0
         dev_peak[i] = {c: p * TERA for c, p in dev.peak_tflops.items()}

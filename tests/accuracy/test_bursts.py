@@ -153,9 +153,10 @@ def test_the_trtllm_overview_set_maps_through_the_simulator_and_b200_nvfp4_holds
     request at once, so they are bursts; the TP x PP runs are listed unmapped with that reason, every other row maps,
     the MoE runs at TP > 1 (enable_attention_dp) as attention-DP groups of their GPUs (serving.expert_parallel: one
     rank of ceil(N / GPUs) requests). On the B200 (NVFP4, one GPU) the predicted throughput over the published one
-    lies within 0.5-1.2 on every run and 0.7-1.0 in the median: NVFP4 GEMMs at the measured FP4 kernels' share of
-    the peak; at the engine's own compute fraction (before session 45) the prefill-heavy runs were 1.5-1.7x fast
-    (2048/128: 1.69x)."""
+    lies within 0.5-1.4 on every run and 0.8-1.1 in the median: NVFP4 GEMMs at the measured FP4 kernels' share of
+    the peak and the B200's SMs streaming 1.73x the bytes of the H200's (regimes.sm_streaming_scale); at the
+    engine's own compute fraction (before session 45) the prefill-heavy runs were 1.5-1.7x fast (2048/128: 1.69x),
+    and with the FP4 share but Hopper's per-SM cap the median was 0.80."""
     import pandas as pd
 
     path = Path(__file__).resolve().parents[2] / "data" / "pending" / "trtllm_perf_overview_v1.0_2025.csv"
@@ -175,7 +176,7 @@ def test_the_trtllm_overview_set_maps_through_the_simulator_and_b200_nvfp4_holds
     res = external.check([tmp_path / "b200.csv"])["results"]
     assert len(res) == len(b200) == 30 and (res["weights"] == "nvfp4").all()
     ratio = res["pred"] / res["measured"]
-    assert ratio.between(0.5, 1.2).all() and 0.7 <= ratio.median() <= 1.0  # measured 0.60-1.06, median 0.80
+    assert ratio.between(0.5, 1.4).all() and 0.8 <= ratio.median() <= 1.1  # measured 0.63-1.27, median 0.94
 
 
 def test_the_trtllm_v017_overview_maps_whole_and_llama_8b_holds_on_five_gpus(tmp_path):

@@ -166,3 +166,18 @@ def test_fp4_fit_on_the_excerpt_matches_the_committed_b200_table():
     b200_fp8 = committed.provenance["fit"]["gemm"]["tables"]["b200_sxm/fp8"]["compute_fraction"]
     assert full["compute_fraction"] < b200_fp8
     assert 0.25 < committed.gemm.kernel_compute_fraction["fp4"] < committed.gemm.kernel_compute_fraction["fp8"]
+
+
+def test_per_sm_streaming_rates_from_the_attention_excerpt():
+    """kernel_tables.attention_streaming on the excerpt (every 24th decode-attention kernel) at the committed
+    (chunk, CTAs per SM): the B200's and the H200's per-SM rates (bandwidth share x bandwidth / SMs) within 5% of
+    the committed ones, the B200's the higher by ~1.7x, and the reference the H200's."""
+    committed = regimes.regime_constants()
+    att = committed.decode_attention
+    tbs = kt.load_attention_tables({s: EXCERPT / f"{s}_attention_perf.csv" for s in ("b200_sxm", "h200_sxm")})
+    st = kt.attention_streaming(tbs, att.split_kv_chunk, att.ctas_per_sm)
+    full = committed.sm_streaming.gbs_per_sm
+    for spec in ("b200", "h200-sxm"):
+        assert st["gbs_per_sm"][spec] == pytest.approx(full[spec], rel=0.05)
+    assert 1.5 < st["gbs_per_sm"]["b200"] / st["gbs_per_sm"]["h200-sxm"] < 2.0
+    assert st["reference_gbs_per_sm"] == st["gbs_per_sm"]["h200-sxm"]  # b200 is not a reference system

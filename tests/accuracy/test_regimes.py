@@ -564,3 +564,42 @@ def test_experts_in_a_format_of_their_own_take_that_formats_kernels():
     e = estimate("gpt-oss-20b", "rtx-a5000", "mxfp4_moe", runtime="llamacpp")
     assert e.expert_weights == "mxfp4" and estimate("llama-2-7b", "rtx-a5000").expert_weights is None
     assert f"({eff.format_compute_fraction['mxfp4']:.2f} for the mxfp4 expert GEMMs)" in estimate_text(e)
+
+
+def test_blackwell_sms_stream_more_than_the_caps_were_fitted_on():
+    """regimes.sm_streaming_scale: NVIDIA's decode-attention kernels stream 47.62 GB/s per SM on a B200 (92% of 7.7
+    TB/s over 148 SMs) against 27.56 on the H200, the fastest GPU with published runs in the data; so a per-SM cap
+    fitted in GB/s per SM on those GPUs (TensorRT-LLM 30.28) scales by 47.62 / 27.56 = 1.728 on the B200, and the
+    TensorRT-LLM profile's effective bandwidth there is min(0.9498 x 7,700, 148 x 30.28 x 1.728) = 7,313 GB/s
+    (was 4,481: 58% of the datasheet, where the same kernels measured reach 92%). Every GPU the caps were fitted
+    on keeps a scale of 1."""
+    from planner.hardware import load_hardware
+    from planner.roofline import device_model, select_unit
+    from planner.runtimes import load_runtime
+    from planner.quantization import weight_format
+
+    st = regimes.regime_constants().sm_streaming
+    assert st.reference_gbs_per_sm == max(st.gbs_per_sm[s] for s in st.reference_systems) == st.gbs_per_sm["h200-sxm"]
+    assert regimes.sm_streaming_scale("b200") == pytest.approx(st.gbs_per_sm["b200"] / st.gbs_per_sm["h200-sxm"])
+    assert regimes.sm_streaming_scale("b200") == pytest.approx(47.62 / 27.56, rel=1e-3)
+    assert all(regimes.sm_streaming_scale(s) == 1.0 for s in st.reference_systems)
+    assert regimes.sm_streaming_scale("rtx-4090") == 1.0  # no table measured it
+    spec, fmt = load_hardware("b200"), weight_format("fp8")
+    u = select_unit(spec, fmt)
+    eff = load_runtime("trtllm").for_unit(spec, u).efficiency
+    dev = device_model(spec, u, fmt, eff)
+    want = min(eff.bandwidth_fraction * 7700, 148 * eff.sm_bandwidth_gbs * 47.62 / 27.56) * 1e9
+    assert dev.eff_bandwidth_bytes_s == pytest.approx(want, rel=1e-3)
+    assert dev.eff_bandwidth_bytes_s > 1.5 * 148 * eff.sm_bandwidth_gbs * 1e9
+
+
+def test_the_streaming_reference_covers_every_fitted_gpu_with_a_table():
+    """The reference of sm_streaming_scale must hold every GPU with published rows in the fitted data that a table
+    measured, so that the leave-one-source-out predictions (scale 1 on those GPUs) are what the profiles predict."""
+    import pandas as pd
+    from pathlib import Path
+
+    st = regimes.regime_constants().sm_streaming
+    rows = pd.read_csv(Path(__file__).resolve().parents[2] / "reports" / "accuracy_rows.csv", usecols=["hardware"])
+    measured = set(rows["hardware"]) & set(st.gbs_per_sm)
+    assert measured and measured <= set(st.reference_systems)
