@@ -361,8 +361,11 @@ def print_latency_table(s: dict, rg: dict | None = None) -> None:
     print(f"  {'':12s} {'p50':>10s} {'p90':>10s} {'p95':>10s} {'p99':>10s} {'mean':>10s}"
           + ("   p95 p10-p90 range" if rg else ""))
     for key, label, fmt in (("ttft_ms", "TTFT ms", "{:,.1f}"), ("tpot_ms", "TPOT ms", "{:,.2f}"),
-                            ("e2e_s", "e2e s", "{:,.2f}"), ("queue_ms", "queue ms", "{:,.1f}")):
-        d = s[key]
+                            ("itl_ms", "ITL ms", "{:,.2f}"), ("e2e_s", "e2e s", "{:,.2f}"),
+                            ("queue_ms", "queue ms", "{:,.1f}")):
+        d = s.get(key)
+        if d is None:  # a summary without the figure (a queueing model's)
+            continue
         rr = _rng(rg, f"{key}_p95", fmt).strip(" ()").replace("p10-p90 ", "") if rg else ""
         print(f"  {label:12s} " + " ".join(f"{_f(d[q], fmt):>10s}" for q in ("p50", "p90", "p95", "p99", "mean"))
               + (f"   {rr}" if rr else ""))

@@ -10,6 +10,8 @@ The measured figures are those `vllm bench serve` prints (benchmark_serving defi
   ttft_ms           mean over requests of first token - arrival, + the engine's HTTP request path
                     (planner/runtimes.py REQUEST_PATH_MS: the client sees every token that much later)
   tpot_ms           mean over requests with more than one output token of (finish - first token) / (output - 1)
+  itl_ms            the median gap between consecutive tokens of a request, over every token after the first
+                    (the simulator records each decode step's gap and how many sequences it gave a token)
   throughput_tok_s  output tokens of all requests / (last finish + the path - first arrival), over the whole GPU set
 The row records only mean lengths (the printed totals over the requests), so the requests are drawn:
   fixed     every request the mean prompt and output (random datasets: fixed lengths; a run that stopped some
@@ -63,7 +65,7 @@ def simulate_burst(r: dict, efficiency="auto") -> float:
     from ..hardware import load_hardware
     from ..memory import ENGINES
     from ..serving.engine import build_engine, make_config
-    from ..serving.simulator import run_engine
+    from ..serving.simulator import run_engine, summarize
 
     runtime = r["runtime"]
     cfg = make_config(hardware=r["hardware"], weights=r["weights"], kv_dtype=r["kv_dtype"], tp=int(r["tp"]),
@@ -89,6 +91,8 @@ def simulate_burst(r: dict, efficiency="auto") -> float:
     if r["metric"].startswith("tpot"):
         many = done & (tr.output > 1)
         return float(np.mean(((tr.finish_s - tr.first_s) / np.maximum(tr.output - 1, 1))[many])) * 1e3
+    if r["metric"] == "itl_ms":  # the median gap between a request's consecutive tokens (simulator.summarize)
+        return float(summarize(tr, 0.0)["itl_ms"]["p50"])
     span = float(np.max(tr.finish_s[done]) + tr.request_path_s - np.min(tr.arrival_s))  # the client's duration
     return float(np.sum(tr.output[done])) / span / r.get("work_div", 1.0)
 

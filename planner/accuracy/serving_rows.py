@@ -403,9 +403,6 @@ def map_serving_row(r: dict, hw_known: set, models_known: set, run_output_tok_s:
     if burst and not bursts:
         return None, BURST_NOT_FITTED
     if burst:  # timed by the serving simulator in `planner accuracy --data` (module docstring, bursts.py)
-        if metric == "itl_ms":
-            return None, ("median inter-token latency of a burst: the simulator that times bursts records no gaps "
-                          "between a request's tokens (the run's mean TTFT, mean TPOT and throughput are mapped)")
         extra = {"lengths": "sharegpt" if re.search(r"dataset: sharegpt", str(r["notes"]), re.I) else "fixed"}
         if dp_attention:  # one attention-DP engine of a group of dp GPUs whose routed experts split dp ways
             extra |= {"parallel": "dp-attention", "ep": dp}

@@ -299,8 +299,8 @@ class SimulationResult:
 
 
 RANGE_KEYS = (("requests_per_s", None), ("output_tokens_per_s", None), ("ttft_ms", "p50"), ("ttft_ms", "p95"),
-              ("ttft_ms", "p99"), ("tpot_ms", "p50"), ("tpot_ms", "p95"), ("tpot_ms", "p99"), ("e2e_s", "p50"),
-              ("e2e_s", "p95"))
+              ("ttft_ms", "p99"), ("tpot_ms", "p50"), ("tpot_ms", "p95"), ("tpot_ms", "p99"), ("itl_ms", "p50"),
+              ("itl_ms", "p95"), ("e2e_s", "p50"), ("e2e_s", "p95"))
 
 
 def _fig(s: dict, key: str, q: str | None):

@@ -52,7 +52,13 @@ Metrics (vLLM benchmark_serving definitions): TTFT = first token - arrival (+ th
 planner/runtimes.py REQUEST_PATH_MS, where the engine has one); TPOT = (finish - first token) / (output - 1);
 end-to-end = finish - arrival (+ the same path); queueing = first admission - arrival. A preempted request keeps its
 first-token time; the stall and the recompute (or swap) show in its TPOT and end-to-end time. Percentiles leave
-out the first `warmup_fraction` of requests (the empty-system start).
+out the first `warmup_fraction` of requests (the empty-system start). ITL (inter-token latency, as `vllm bench
+serve` reports it: every gap between two consecutive tokens of a request, all requests pooled) is recorded per decode
+step: its end minus each sequence's previous token (the previous decode step's end, or the first token of a
+sequence that joined since), so a prompt-only step (SGLang's, or whole prompts first) lengthens the gap of every
+sequence that waited through it; a run of k decode steps adds its k - 1 later gaps at its mean step time. Over all
+steps (a step is no one request's: the warm-up is not left out); the gaps of a request add up to its finish - first
+token, so the token-weighted mean ITL is total decode time / tokens, while TPOT averages per request.
 Mean running sequences: the time-average over the whole span (first arrival to last completion) of the sequences
 holding KV (admitted, not finished, not preempted), each step weighted by its duration, prefill steps included:
 by construction it is Little's law, L = lambda x W, with W the time each request spends running.
@@ -142,6 +148,8 @@ class EngineTrace:
     swapped_bytes: float = 0.0
     preemption: str = "recompute"
     request_path_s: float = 0.0  # EngineLimits.request_path_s: summarize adds it to TTFT and end-to-end
+    itl_s: np.ndarray | None = None   # inter-token gaps (s) the decoding sequences saw, with their counts (itl_n):
+    itl_n: np.ndarray | None = None   # the ITL distribution (run_engine, summarize)
 
     @property
     def preemptions(self) -> int:
@@ -259,6 +267,14 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
     owed = 0                # reserve_output: blocks the admitted requests are still owed (held back from admission)
     steps, busy, bsum, maxrun = 0, 0.0, 0.0, 0
     recomputed, swapped_bytes = 0, 0.0
+    # inter-token latency: a decode step gives every decoding sequence a token; its gap is the step's end minus that
+    # sequence's previous token: the previous decode step's end for the sequences that ran in it (any prompt-only
+    # step, swap or preemption stall in between included), its first token for one that joined since (`joined`).
+    # A run of k decode steps adds k - 1 gaps of its mean step time (its steps differ only by the context their b
+    # sequences add). Gap values and how many tokens saw each.
+    itl_s, itl_n = [], []
+    joined: list[float] = []   # first-token times of the sequences that began decoding since the last decode step
+    last_end = math.nan        # end of the last decode step
 
     def start_decoding(i: int, length: int, to_go: int) -> None:
         """Request i holds `length` cached tokens and decodes `to_go` more tokens from now on."""
@@ -309,6 +325,8 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
         if math.isnan(first[i]):
             first[i] = now
         rem[i] -= 1
+        if rem[i] > 0:
+            joined.append(now)   # its token now; its first gap ends at the next decode step
         if rem[i] <= 0:
             finish[i] = now
             state[i] = _DONE
@@ -382,6 +400,19 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
         busy += dt
         bsum += resident * dt
 
+    def gaps(t_end: float, decoding: int, pend: int) -> None:
+        """A decode step ending at t_end gave `decoding` sequences a token; `pend` of them their first (no gap)."""
+        nonlocal last_end
+        old_n = decoding - pend - len(joined)
+        if old_n > 0 and last_end == last_end:
+            itl_s.append(t_end - last_end)
+            itl_n.append(old_n)
+        for t in joined:
+            itl_s.append(t_end - t)
+            itl_n.append(1)
+        joined.clear()
+        last_end = t_end
+
     def firsts_out(t: float) -> None:
         """A decode step ended at t: the pending first tokens of the sequences that ran in it come out."""
         for i, g in pending.items():
@@ -435,9 +466,9 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
         if piecewise and (prefilling or can_admit):
             a = 0
             if mixed and b:
-                stall = make_room()
-                if stall:
-                    advance(stall, b + len(prefilling))
+                wait = make_room()
+                if wait:
+                    advance(wait, b + len(prefilling))
                 a = cnt[(-D) % bs]
                 free -= a
             db = b if mixed else 0   # running sequences whose decode token rides in this step
@@ -476,6 +507,8 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
                                   sm.prefill_features(pieces_n, pieces_p))
                 advance(dt, b + len(prefilling))
                 steps += 1
+                if db:
+                    gaps(now, db, len(pending))
                 owed -= min(a, owed)
                 for it, nn in zip(k_items, pieces_n):
                     it[1] += nn
@@ -497,9 +530,9 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
 
         if b > 0:
             if cnt[(-D) % bs] > free:   # make_room has work to do
-                stall = make_room()
-                if stall:
-                    advance(stall, b + len(prefilling))
+                wait = make_room()
+                if wait:
+                    advance(wait, b + len(prefilling))
             if b > 0:
                 while heap and heap[0][2] != gen[heap[0][1]]:
                     heapq.heappop(heap)
@@ -514,8 +547,14 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
                 free -= taken
                 owed -= min(taken, owed)
                 dt = seen[k] if seen and k in seen else run_time(k)
+                npend = len(pending)
                 if pending:   # their first decode step is the run's first
                     firsts_out(now + (dt if k == 1 else seen[1] if seen and 1 in seen else run_time(1)))
+                gaps(now + dt / k, b, npend)   # the run's first step ...
+                if k > 1:   # ... and the k - 1 after it
+                    itl_s.append(dt / k)
+                    itl_n.append(b * (k - 1))
+                    last_end = now + dt
                 now += dt   # advance(dt, b), inlined
                 busy += dt
                 bsum += b * dt
@@ -532,7 +571,7 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
 
     return EngineTrace(reqs.arrival_s, np.array(admit), np.array(first), np.array(finish), reqs.prompt, reqs.output,
                        steps, busy, bsum, maxrun, np.array(npre, dtype=np.int64), np.array(run_s), recomputed,
-                       swapped_bytes, lim.preemption, lim.request_path_s)
+                       swapped_bytes, lim.preemption, lim.request_path_s, np.array(itl_s), np.array(itl_n))
 
 
 _QUANTILES = tuple(q / 100 for q in PERCENTILES)   # np.percentile's np.true_divide(q, 100): the same quotients
@@ -566,6 +605,18 @@ def _pct(x: np.ndarray, scale: float) -> dict[str, float | None]:
     return {f"p{q}": val * scale for q, val in zip(PERCENTILES, percentiles(x))} | {"mean": float(np.mean(x) * scale)}
 
 
+def _weighted_pct(x: np.ndarray | None, w: np.ndarray | None, scale: float) -> dict[str, float | None]:
+    """Percentiles (the first value whose cumulative count reaches q% of all: a weighted median for p50) and mean of
+    values x counted w times each."""
+    if x is None or len(x) == 0 or float(np.sum(w)) <= 0:
+        return {f"p{q}": None for q in PERCENTILES} | {"mean": None}
+    o = np.argsort(x, kind="stable")
+    xs, c = x[o], np.cumsum(w[o], dtype=np.float64)
+    tot = c[-1]
+    out = {f"p{q}": float(xs[min(int(np.searchsorted(c, q / 100 * tot)), len(xs) - 1)]) * scale for q in PERCENTILES}
+    return out | {"mean": float(np.dot(x, w) / tot) * scale}
+
+
 def summarize(tr: EngineTrace, warmup_fraction: float = 0.1) -> dict:
     """Latency percentiles (ms for TTFT/TPOT/queueing, s for end-to-end), throughput, occupancy and preemptions.
 
@@ -596,6 +647,9 @@ def summarize(tr: EngineTrace, warmup_fraction: float = 0.1) -> dict:
         "tpot_ms": _pct(tpot[k & multi], 1e3),
         "e2e_s": _pct(e2e[k], 1.0),
         "queue_ms": _pct(queue[k], 1e3),
+        # every decode step of the run (warm-up included: a step is not one request's): the gaps between a
+        # sequence's consecutive tokens, as `vllm bench serve` reports ITL
+        "itl_ms": _weighted_pct(tr.itl_s, tr.itl_n, 1e3),
         "mean_running": tr.batch_time_sum / span if span > 0 else 0.0,
         "mean_batch_busy": tr.batch_time_sum / tr.busy_s if tr.busy_s > 0 else 0.0,
         "max_running": tr.max_running,

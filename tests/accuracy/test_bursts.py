@@ -29,17 +29,17 @@ def _frame(rows):
 
 
 def test_a_burst_maps_to_the_simulator_and_stays_out_of_the_fit():
-    """A burst's TTFT, mean TPOT and throughput map with ttft_mode 'burst' (its lengths fixed for a random dataset,
-    'sharegpt' where the notes say so); its median ITL is listed (the simulator records no token gaps); the fit's
-    loader (bursts=False) lists every burst with BURST_NOT_FITTED."""
+    """A burst's TTFT, mean TPOT, median ITL and throughput map with ttft_mode 'burst' (its lengths fixed for a
+    random dataset, 'sharegpt' where the notes say so; the ITL from the simulator's token gaps, session 45); the
+    fit's loader (bursts=False) lists every burst with BURST_NOT_FITTED."""
     rows = [_row("ttft_ms", 20000.0), _row("tpot_ms", 150.0), _row("throughput_tok_s", 300.0, "output tok/s total"),
             _row("itl_ms", 40.0), _row("ttft_ms", 9000.0, batch=1000, prompt=215, output=194,
                                        notes="dataset: sharegpt (variable lengths)")]
     mapped, unmapped = map_serving_rows(_frame(rows), "x.csv")
-    assert [r["ttft_mode"] for r in mapped] == ["burst"] * 4
-    assert [r["lengths"] for r in mapped] == ["fixed", "fixed", "fixed", "sharegpt"]
-    assert [r["kind"] for r in mapped] == ["ttft", "tpot", "throughput", "ttft"]
-    assert len(unmapped) == 1 and "median inter-token latency of a burst" in unmapped[0]["reason"]
+    assert [r["ttft_mode"] for r in mapped] == ["burst"] * 5 and not unmapped
+    assert [r["lengths"] for r in mapped] == ["fixed", "fixed", "fixed", "fixed", "sharegpt"]
+    assert [r["kind"] for r in mapped] == ["ttft", "tpot", "throughput", "tpot", "ttft"]
+    assert mapped[3]["metric"] == "itl_ms"
     fit_mapped, fit_unmapped = map_serving_rows(_frame(rows), "x.csv", bursts=False)
     assert fit_mapped == [] and [u["reason"] for u in fit_unmapped] == [BURST_NOT_FITTED] * 5
 

@@ -249,3 +249,28 @@ def test_an_engine_that_samples_the_first_token_in_a_decode_step_matches_its_est
                 assert (tr.first_s[done] <= tr.finish_s[done]).all() and not np.isnan(tr.first_s[done]).any()
                 base = run_engine(eng.step_model, reqs, replace(eng.limits, first_token_decode=False))
                 assert tr.busy_s == pytest.approx(base.busy_s, rel=0.1)
+
+
+def test_inter_token_gaps_by_hand_and_their_sum_is_every_decode_time():
+    """ITL (summarize's itl_ms): SGLang's rule on N requests at t = 0 with a one-prompt budget (the test above) runs
+    N prefill steps, request i's first token at (i + 1) pf, then o - 1 decode steps at batch N taking T together.
+    Request i's first gap is the N - 1 - i prefills after its own plus the first decode step, (N - 1 - i) pf + T /
+    (o - 1); its other o - 2 gaps are T / (o - 1) each. So the recorded gaps are exactly that multiset, they add up to
+    every request's finish - first token, and the median is T / (o - 1)."""
+    from dataclasses import replace
+
+    N, p, o = 6, 256, 20
+    eng = _engine(max_num_seqs=N, chunked=True, budget=p)
+    sm = eng.step_model
+    reqs = Requests(np.zeros(N), np.full(N, p), np.full(N, o))
+    tr = run_engine(sm, reqs, replace(eng.limits, mixed_prefill=False))
+    pf = sm.prefill_time([p], [0], logits=1)
+    T = sm.decode_run(N, N * p)(o - 1)
+    step = T / (o - 1)
+    got = sorted(v for v, c in zip(tr.itl_s, tr.itl_n) for _ in range(int(c)))
+    want = sorted([(N - 1 - i) * pf + step for i in range(N)] + [step] * (N * (o - 2)))
+    assert got == pytest.approx(want, rel=1e-9)
+    assert float(np.dot(tr.itl_s, tr.itl_n)) == pytest.approx(float(np.sum(tr.finish_s - tr.first_s)), rel=1e-12)
+    s = summarize(tr, 0.0)
+    assert s["itl_ms"]["p50"] == pytest.approx(step * 1e3, rel=1e-9)
+    assert s["itl_ms"]["p99"] == pytest.approx(((N - 2) * pf + step) * 1e3, rel=1e-9)  # 114 gaps: the 2nd largest
