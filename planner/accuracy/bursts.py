@@ -19,6 +19,10 @@ The row records only mean lengths (the printed totals over the requests), so the
   sharegpt  prompt and output lengths lognormal about their means with SHAREGPT_SIGMA, clipped to ShareGPT's
             filter in vLLM's benchmark (prompt <= 1,024 and prompt + output <= 2,048 tokens); the spread matters
             for a burst: the run lasts until its longest output ends, in decode steps of ever fewer sequences
+A paced run (`qps` on the row: the framework label says "requests paced at Q req/s") is timed the same way with
+its N requests arriving at that rate (Poisson, seeded) instead of at once; its throughput is still output tokens
+over the first arrival to the last finish, as the benchmark clients print it.
+  itl_mean_ms       the mean gap between consecutive tokens over every token after the first (all requests pooled)
 Data-parallel replicas (work_div = 1 / DP) each serve N / DP of the requests; the throughput counts all of them.
 Data-parallel attention (SGLang --enable-dp-attention, TensorRT-LLM enable_attention_dp; `parallel` dp-attention,
 `ep` the group's GPUs): every GPU is an attention engine of its own with N / ep of the requests and its own KV
@@ -28,6 +32,7 @@ pool, the routed experts split ep ways behind an all-to-all (serving.expert_para
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -38,8 +43,9 @@ SHAREGPT_MAX_TOTAL = 2048   # ... and prompt_len + output_len > 2048
 SEED = 0
 
 
-def burst_requests(n: int, prompt: int, output: int, lengths: str, seed: int = SEED):
-    """The n requests of a burst (module docstring), all arriving at t = 0 (Requests.at_once)."""
+def burst_requests(n: int, prompt: int, output: int, lengths: str, seed: int = SEED, qps: float | None = None):
+    """The n requests of a burst (module docstring), all arriving at t = 0 (Requests.at_once); with `qps`, a paced
+    run's: Poisson arrivals at that rate (exponential gaps of mean 1 / qps, seeded), the first at t = 0."""
     from ..serving.workload import Requests
 
     if lengths == "sharegpt":
@@ -53,6 +59,9 @@ def burst_requests(n: int, prompt: int, output: int, lengths: str, seed: int = S
         o = np.minimum(draw(output, SHAREGPT_MAX_TOTAL), SHAREGPT_MAX_TOTAL - p)
     else:
         p, o = np.full(n, int(prompt), dtype=np.int64), np.full(n, int(output), dtype=np.int64)
+    if qps is not None and qps == qps and qps > 0:
+        gaps = np.random.default_rng(seed + 1).exponential(1.0 / qps, n)
+        return Requests(np.concatenate([[0.0], np.cumsum(gaps[:-1])]), p, np.maximum(o, 1))
     return Requests(np.zeros(n), p, np.maximum(o, 1))  # all at t = 0, as Requests.at_once and simulate --burst
 
 
@@ -70,7 +79,8 @@ def simulate_burst(r: dict, efficiency="auto") -> float:
     runtime = r["runtime"]
     cfg = make_config(hardware=r["hardware"], weights=r["weights"], kv_dtype=r["kv_dtype"], tp=int(r["tp"]),
                       runtime=runtime, engine=runtime if runtime in ENGINES else "none")
-    reqs = burst_requests(int(r["batch"]), int(r["prompt"]), int(r["output"]), r.get("lengths", "fixed"))
+    reqs = burst_requests(int(r["batch"]), int(r["prompt"]), int(r["output"]), r.get("lengths", "fixed"),
+                          qps=r.get("qps"))
     m = load_model(r["model"])
     spec = load_hardware(r["hardware"])
     if r.get("parallel") == "dp-attention":  # one attention-DP rank of an EP group (serving.expert_parallel)
@@ -81,7 +91,11 @@ def simulate_burst(r: dict, efficiency="auto") -> float:
                         cfg.block_size, max_prompt=int(reqs.prompt.max()))
     else:
         eng = build_engine(m, spec, cfg, efficiency, int(reqs.prompt.max()), int((reqs.prompt + reqs.output).max()))
-    tr = run_engine(eng.step_model, reqs, eng.limits)
+    lim = eng.limits
+    path = r.get("request_path_ms")
+    if path is not None and path == path:  # a frontend other than the runtime's own server (serving_rows)
+        lim = dataclasses.replace(lim, request_path_s=float(path) / 1e3)
+    tr = run_engine(eng.step_model, reqs, lim)
     done = np.isfinite(tr.finish_s)
     if not done.all():
         raise PlannerError(f"{int((~done).sum())} of {len(done)} requests ({int(r['prompt'])} + {int(r['output'])} "
@@ -91,8 +105,8 @@ def simulate_burst(r: dict, efficiency="auto") -> float:
     if r["metric"].startswith("tpot"):
         many = done & (tr.output > 1)
         return float(np.mean(((tr.finish_s - tr.first_s) / np.maximum(tr.output - 1, 1))[many])) * 1e3
-    if r["metric"] == "itl_ms":  # the median gap between a request's consecutive tokens (simulator.summarize)
-        return float(summarize(tr, 0.0)["itl_ms"]["p50"])
+    if r["metric"] in ("itl_ms", "itl_mean_ms"):  # the median / mean gap between consecutive tokens (summarize)
+        return float(summarize(tr, 0.0)["itl_ms"]["p50" if r["metric"] == "itl_ms" else "mean"])
     span = float(np.max(tr.finish_s[done]) + tr.request_path_s - np.min(tr.arrival_s))  # the client's duration
     return float(np.sum(tr.output[done])) / span / r.get("work_div", 1.0)
 

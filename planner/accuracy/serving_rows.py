@@ -148,9 +148,11 @@ KV_PATTERNS = ((r"^fp8", "fp8"), (r"^bf16$", "bf16"), (r"^fp16$", "fp16"))
 # (regex, case-insensitive, on the framework label; the first that matches); TabbyAPI serves ExLlamaV2
 # (trtllm-serve, TensorRT-LLM's OpenAI server, before vllm: a TensorRT-LLM or SGLang server measured with `vllm bench
 # serve` names both; `trtllm-bench ... throughput` and `gptManagerBenchmark --type IFB` queue the requests of their
-# dataset into the in-flight batching executor, server runs too; gptSessionBenchmark rows are static batches, data.py's)
+# dataset into the in-flight batching executor, server runs too, as is Triton's TensorRT-LLM backend; gptSessionBenchmark
+# rows are static batches, data.py's)
 RUNTIMES = ((r"\btgi\b|text-generation-inference", "tgi"), (r"lmdeploy|turbomind", "lmdeploy"), (r"sglang", "sglang"),
-            (r"trtllm-serve|trtllm-bench\b.*\bthroughput\b|gptManagerBenchmark\b.*--type IFB", "trtllm"), (r"vllm", "vllm"), (r"exllamav2|tabbyapi", "exllamav2"),
+            (r"trtllm-serve|trtllm-bench\b.*\bthroughput\b|gptManagerBenchmark\b.*--type IFB"
+                                 r"|Triton TensorRT-LLM backend|tensorrtllm_backend", "trtllm"), (r"vllm", "vllm"), (r"exllamav2|tabbyapi", "exllamav2"),
             (r"deepspeed|\bmii\b|fastgen", "deepspeed-mii"))
 
 
@@ -158,7 +160,7 @@ def serving_runtime(framework) -> str | None:
     """The runtime profile id of a serving engine's framework label (RUNTIMES), or None."""
     return next((rid for p, rid in RUNTIMES if re.search(p, str(framework), re.I)), None)
 METRICS = {"ttft_ms": ("ttft", 1.0), "ttft_s": ("ttft", 1e3), "tpot_ms": ("tpot", 1.0), "tpot_s": ("tpot", 1e3),
-           "itl_ms": ("tpot", 1.0), "e2e_latency_ms": ("e2e", 1.0), "e2e_latency_s": ("e2e", 1e3),
+           "itl_ms": ("tpot", 1.0), "itl_mean_ms": ("tpot", 1.0), "e2e_latency_ms": ("e2e", 1.0), "e2e_latency_s": ("e2e", 1e3),
            "throughput_tok_s": ("throughput", 1.0), "decode_tok_s_per_seq": ("decode_rate", 1.0)}
 TTFT_MODES = {  # source -> how first tokens were produced (module docstring)
     "lmdeploy_a100_fp16_v0.1.0": "batch", "lmdeploy_a100_fp16_v0.2.0": "batch",
@@ -284,6 +286,10 @@ def offline_running(runtime: str, model: str, weights: str, kv: str, hardware: s
 BURST_NOT_FITTED = ("a burst (every request sent at once, no concurrency limit) is timed by the serving simulator "
                     "(planner accuracy --data), not by the per-row step model the fit runs")
 BURST_RUN = "all prompts at once"  # framework label of `vllm bench serve --request-rate inf` with no concurrency limit
+PACED_RUN = re.compile(r"requests paced at ([0-9.]+) req/s")  # a fixed-rate run (Poisson arrivals) of fixed lengths
+# Triton's TensorRT-LLM backend serves from its C++ process (gRPC / HTTP): none of the Python OpenAI frontend whose
+# path runtimes.REQUEST_PATH_MS measures for trtllm-serve (40 ms); no figure of its own is measured, so none is added
+TRITON_FRONTEND = re.compile(r"Triton TensorRT-LLM backend|tensorrtllm_backend")
 SPECULATIVE_RUN = "speculative decoding: "  # the notes of a run with a draft model, MTP or EAGLE (its flags follow)
 
 
@@ -377,7 +383,8 @@ def map_serving_row(r: dict, hw_known: set, models_known: set, run_output_tok_s:
     # each replica serves its share: the steps are one replica's; throughput rows count all (work_div). Attention-DP
     # ranks take the requests round-robin, and the busiest one (ceil(B / dp)) sets the pace of the all-to-alls
     B = -(-B // dp)
-    burst = BURST_RUN in str(r["framework"])
+    paced = PACED_RUN.search(str(r["framework"]))
+    burst = BURST_RUN in str(r["framework"]) or paced is not None  # both timed by the serving simulator
     if TTFT_MODES.get(src) == "queue" and B > SERVER_MAX_SEQS:
         return None, (f"{B} requests at once exceed the server's default {SERVER_MAX_SEQS} running sequences: they "
                       "run in queued waves (a simulator workload, not one fixed batch)")
@@ -406,6 +413,10 @@ def map_serving_row(r: dict, hw_known: set, models_known: set, run_output_tok_s:
         extra = {"lengths": "sharegpt" if re.search(r"dataset: sharegpt", str(r["notes"]), re.I) else "fixed"}
         if dp_attention:  # one attention-DP engine of a group of dp GPUs whose routed experts split dp ways
             extra |= {"parallel": "dp-attention", "ep": dp}
+        if paced is not None:  # the requests arrive at that rate (bursts.burst_requests), not at once
+            extra |= {"qps": float(paced.group(1)) / dp}
+        if TRITON_FRONTEND.search(str(r["framework"])):
+            extra |= {"request_path_ms": 0.0}
     mem = re.search(r"mem\(GB\) ([0-9.]+)", str(r["notes"])) if src in CAPACITY_SOURCES else None
     capacity = ({"mem_gib": float(mem.group(1)), "rounds": ROUNDS_LMDEPLOY,
                  "cache_tokens": LMDEPLOY_CACHE_BLOCKS[model] * LMDEPLOY_BLOCK_TOKENS}

@@ -197,3 +197,32 @@ def test_the_trtllm_v017_overview_maps_whole_and_llama_8b_holds_on_five_gpus(tmp
     ratio = res["pred"] / res["measured"]
     assert len(res) == 45 and set(res["hardware"]) == {"h200-sxm", "h100-sxm", "gh200", "l40s", "a100-80gb-sxm"}
     assert ratio.between(0.8, 1.2).all() and 0.9 <= ratio.median() <= 1.05
+
+
+def test_a_paced_run_arrives_at_its_rate_and_the_triton_frontend_adds_no_path(tmp_path):
+    """data/pending/trtllm_perf_overview_online_v0.14_2024.csv (README there): TensorRT-LLM 0.14 behind Triton's
+    backend, 500 requests paced at 2-32 req/s (Poisson arrivals) or all at once. Every row maps to the simulator
+    (`qps` set for a paced run, NaN for a burst; Triton's C++ frontend adds no HTTP path). A paced run's arrivals
+    have mean gap 1 / qps and start at 0. At 2 req/s the 8B's 467-token prompts (256 out) find ~4 sequences
+    decoding: the mean TTFT is estimate's prefill of one 467-token prompt on the H100 (14.9 ms, no request path)
+    plus the decode step it joins and waits out, within 1.0-1.6x of that prefill; the published 19 ms is within
+    0.8-1.25x of the prediction (20.8 ms)."""
+    import pandas as pd
+    from planner import estimate
+
+    reqs = bursts.burst_requests(2000, 100, 10, "fixed", qps=4.0)
+    assert reqs.arrival_s[0] == 0.0 and np.mean(np.diff(reqs.arrival_s)) == pytest.approx(0.25, rel=0.05)
+    path = Path(__file__).resolve().parents[2] / "data" / "pending" / "trtllm_perf_overview_online_v0.14_2024.csv"
+    raw = pd.read_csv(path)
+    mapped, unmapped = map_serving_rows(raw, path.name)
+    assert len(raw) == len(mapped) == 216 and not unmapped
+    assert {m["ttft_mode"] for m in mapped} == {"burst"} and {m["request_path_ms"] for m in mapped} == {0.0}
+    assert sorted({m["qps"] for m in mapped if m.get("qps") == m.get("qps") and "qps" in m}) == [2, 4, 8, 16, 32]
+    row = raw[(raw["model"] == "Llama-3.1-8B") & (raw["hardware"] == "NVIDIA H100 SXM") & (raw["input_len"] == 467)
+              & (raw["output_len"] == 256) & raw["framework"].str.contains("paced at 2 req/s") & (raw["metric"] == "ttft_ms")]
+    row.to_csv(tmp_path / "one.csv", index=False)
+    res = external.check([tmp_path / "one.csv"])["results"]
+    e = estimate("llama-3.1-8b", "h100-sxm", "bf16", kv_dtype="bf16", prompt=467, output=2, runtime="trtllm")
+    pred = float(res["pred"].iloc[0])
+    assert e.prefill.latency_ms <= pred <= 1.6 * e.prefill.latency_ms
+    assert 0.8 <= float(res["measured"].iloc[0]) / pred <= 1.25
