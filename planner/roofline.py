@@ -82,11 +82,16 @@ def unit_request_proxy_s(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightForma
     faster; `prompt`/`output` may be arrays."""
     eff = default_efficiency(spec, unit)
     peak = unit.peak_tflops[matmul_dtype(unit, fmt)] * TERA * eff.compute_fraction
-    bw = effective_bandwidth_bytes_s(unit_bandwidth_gbs(spec, unit), eff,
-                                     (unit.sm_count or 0) * (sm_streaming_scale(spec.id) if unit.sm_count else 1.0))
+    bw = effective_bandwidth_bytes_s(unit_bandwidth_gbs(spec, unit), eff, (unit.sm_count or 0) * unit_stream_scale(spec, unit))
     if prompt.__class__ in _PLAIN and output.__class__ in _PLAIN:  # one request: the same steps on floats
         return 2.0 * float(prompt) / peak + float(output) * fmt.bytes_per_weight / bw
     return 2.0 * np.asarray(prompt, dtype=np.float64) / peak + np.asarray(output, dtype=np.float64) * fmt.bytes_per_weight / bw
+
+
+def unit_stream_scale(spec: HardwareSpec, unit: ComputeUnit) -> float:
+    """regimes.sm_streaming_scale of the device for a unit that lists SMs, else 1: the factor the per-SM bandwidth
+    cap counts its SMs by (effective_bandwidth_bytes_s)."""
+    return sm_streaming_scale(spec.id) if unit.sm_count else 1.0
 
 
 def unit_bandwidth_gbs(spec: HardwareSpec, unit: ComputeUnit) -> float:
@@ -259,7 +264,7 @@ def _device_model(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, eff:
                        int(getattr(eff, "dequant_tile_tokens", 0) or 0), cap, half,
                        tuple(unit.peak_tflops), regime, kernel_peak * share, launch, unit.sm_count or 0,
                        (getattr(eff, "format_compute_fraction", None) or {}).get(fmt.kernel_name, 0.0), wshare, mshare,
-                       mixed_unit, sm_streaming_scale(spec.id) if unit.sm_count else 1.0)
+                       mixed_unit, unit_stream_scale(spec, unit))
 
 
 def unit_gemm_regime(spec: HardwareSpec, unit: ComputeUnit, fmt: WeightFormat, dtype: str,

@@ -416,11 +416,7 @@ def attention_streaming(tbs: list[AttentionTable], chunk: int, ctas_per_sm: floa
     for tb in tbs:
         if tb.kv_dtype != STREAMING_KV_DTYPE:
             continue
-        x, _ = _levenberg_marquardt(
-            lambda x: np.log(attention_time_s(tb, 1 / (1 + np.exp(-np.clip(x[0], -30, 30))),
-                                              np.exp(np.clip(x[1], -30, 30)), chunk, ctas_per_sm) / tb.t_s),
-            np.array([1.4, np.log(5e-6)]))
-        b = 1 / (1 + np.exp(-np.clip(x[0], -30, 30)))
+        b, _, _ = _fit_attention_table(tb, chunk, ctas_per_sm)
         rate = round(float(b * tb.bw / tb.sms / 1e9), 2)
         rates[SPEC_OF[tb.system]] = rate
         if tb.system in STREAMING_REFERENCE_SYSTEMS:
@@ -429,19 +425,22 @@ def attention_streaming(tbs: list[AttentionTable], chunk: int, ctas_per_sm: floa
             "reference_systems": [SPEC_OF[s] for s in STREAMING_REFERENCE_SYSTEMS]}
 
 
+def _fit_attention_table(tb: AttentionTable, chunk: int, occ: float):
+    """(b, t0_s, log residuals) of one decode-attention table at a (split-KV chunk, CTAs per SM): Levenberg-Marquardt
+    in log space, x = (logit b, log t0)."""
+    def unpack(x):
+        x = np.clip(x, -30.0, 30.0)
+        return 1 / (1 + np.exp(-x[0])), np.exp(x[1])
+    x, r = _levenberg_marquardt(lambda x: np.log(attention_time_s(tb, *unpack(x), chunk, occ) / tb.t_s),
+                                np.array([1.4, np.log(5e-6)]))
+    return (*unpack(x), r)
+
+
 def fit_attention(tbs: list[AttentionTable]) -> dict:
     """Grid over (split-KV chunk, CTAs per SM); per table (b, t0) by Levenberg-Marquardt in log space. Also the
     plain bandwidth roofline (efficiency 1) for comparison."""
-    def fit_one(tb, chunk, occ):
-        def unpack(x):
-            x = np.clip(x, -30.0, 30.0)
-            return 1 / (1 + np.exp(-x[0])), np.exp(x[1])
-        x, r = _levenberg_marquardt(lambda x: np.log(attention_time_s(tb, *unpack(x), chunk, occ) / tb.t_s),
-                                    np.array([1.4, np.log(5e-6)]))
-        return (*unpack(x), r)
-
     def score(chunk, occ):
-        fits = [fit_one(tb, chunk, occ) for tb in tbs]
+        fits = [_fit_attention_table(tb, chunk, occ) for tb in tbs]
         return np.abs(np.concatenate([r for *_, r in fits])), fits
 
     best = min(((chunk, occ) for chunk in CHUNK_GRID for occ in CTAS_PER_SM_GRID),

@@ -152,15 +152,16 @@ KV_PATTERNS = ((r"^fp8", "fp8"), (r"^bf16$", "bf16"), (r"^fp16$", "fp16"))
 # rows are static batches, data.py's)
 RUNTIMES = ((r"\btgi\b|text-generation-inference", "tgi"), (r"lmdeploy|turbomind", "lmdeploy"), (r"sglang", "sglang"),
             (r"trtllm-serve|trtllm-bench\b.*\bthroughput\b|gptManagerBenchmark\b.*--type IFB"
-                                 r"|Triton TensorRT-LLM backend|tensorrtllm_backend", "trtllm"), (r"vllm", "vllm"), (r"exllamav2|tabbyapi", "exllamav2"),
-            (r"deepspeed|\bmii\b|fastgen", "deepspeed-mii"))
+             r"|Triton TensorRT-LLM backend|tensorrtllm_backend", "trtllm"),
+            (r"vllm", "vllm"), (r"exllamav2|tabbyapi", "exllamav2"), (r"deepspeed|\bmii\b|fastgen", "deepspeed-mii"))
 
 
 def serving_runtime(framework) -> str | None:
     """The runtime profile id of a serving engine's framework label (RUNTIMES), or None."""
     return next((rid for p, rid in RUNTIMES if re.search(p, str(framework), re.I)), None)
 METRICS = {"ttft_ms": ("ttft", 1.0), "ttft_s": ("ttft", 1e3), "tpot_ms": ("tpot", 1.0), "tpot_s": ("tpot", 1e3),
-           "itl_ms": ("tpot", 1.0), "itl_mean_ms": ("tpot", 1.0), "e2e_latency_ms": ("e2e", 1.0), "e2e_latency_s": ("e2e", 1e3),
+           "itl_ms": ("tpot", 1.0), "itl_mean_ms": ("tpot", 1.0), "e2e_latency_ms": ("e2e", 1.0),
+           "e2e_latency_s": ("e2e", 1e3),
            "throughput_tok_s": ("throughput", 1.0), "decode_tok_s_per_seq": ("decode_rate", 1.0)}
 TTFT_MODES = {  # source -> how first tokens were produced (module docstring)
     "lmdeploy_a100_fp16_v0.1.0": "batch", "lmdeploy_a100_fp16_v0.2.0": "batch",

@@ -350,18 +350,21 @@ def ep_device(m, spec, fmt, efficiency="auto", runtime: str | None = None):
 
 @dataclass(frozen=True)
 class EPEngine:
-    """One engine of an EP group, ready for the simulator: its step model, limits, memory and group."""
+    """One engine of an EP group, ready for the simulator: its step model, limits, memory and group, and the unit
+    and runtime profile its device was resolved with (serving.engine.device_for; for its speed interval)."""
 
     step_model: object
     limits: object
     memory: EPMemory
     group: EPGroup
+    unit: object = None
+    profile: object = None
 
 
 def ep_engine(m, spec, fmt, kv_dtype: str, mode: str, ep: int, efficiency="auto", runtime: str | None = None,
               max_num_seqs: int = 256, max_num_batched_tokens: int = 8192, chunked_prefill: bool = False,
               block_size: int = 16, imbalance: float = DEFAULT_IMBALANCE, max_prompt: int = 0) -> EPEngine:
-    """Step model (build_step_model on ep_device's device), KV pool (ep_rank_memory) and scheduler limits of one
+    """Step model (build_step_model on the device ep_device resolves), KV pool (ep_rank_memory) and scheduler limits of one
     engine of an EP group; with a runtime, its scheduler's step rules (scheduler_defaults.step_policy: SGLang's
     prefill steps apart, TensorRT-LLM's whole prompts and reserved outputs) and its HTTP request path, as
     serving.engine.build_engine gives a tensor-parallel engine. Raises DoesNotFit when a rank cannot hold its share
@@ -369,20 +372,21 @@ def ep_engine(m, spec, fmt, kv_dtype: str, mode: str, ep: int, efficiency="auto"
     from ..errors import DoesNotFit
     from ..runtimes import first_token_from_decode, request_path_ms
     from ..scheduler_defaults import scheduler_engine, step_policy
+    from .engine import device_for
     from .simulator import EngineLimits
 
     g = make_group(m, spec, mode, ep, imbalance)
     mem = ep_rank_memory(m, fmt, kv_dtype, spec, mode, ep, max_num_batched_tokens)
     if not mem.fits:
         raise DoesNotFit(f"{m.name} {fmt.name} on {mode} {ep} x {spec.id}: {mem.verdict}")
-    dev = ep_device(m, spec, fmt, efficiency, runtime)
+    unit, dev, prof = device_for(m, spec, fmt, efficiency, runtime)  # as ep_device
     sm = build_step_model(m, fmt, kv_dtype, dev, g, max(max_num_batched_tokens, max_prompt, max_num_seqs))
     policy = step_policy(scheduler_engine("none", runtime), chunked_prefill)
     lim = EngineLimits(mem.kv_pool_tokens, max_num_seqs, max_num_batched_tokens, chunked_prefill,
                        mixed_prefill=policy.mixed_prefill, reserve_output=policy.reserve_output,
                        block_size=block_size, request_path_s=request_path_ms(runtime) / 1e3,
                        first_token_decode=first_token_from_decode(runtime))
-    return EPEngine(sm, lim, mem, g)
+    return EPEngine(sm, lim, mem, g, unit, prof)
 
 
 def simulate_ep(m, spec, fmt, kv_dtype: str, mode: str, ep: int, workload, replicas: int = 1,
@@ -397,19 +401,17 @@ def simulate_ep(m, spec, fmt, kv_dtype: str, mode: str, ep: int, workload, repli
     the runtime's, else the kind defaults'; multi-GPU, under load above one running sequence), and the deployment
     its throughput ranges; None where no interval applies (calibration, datasheet) or ranges=False (the plan's
     search, which compares the central figures with the targets)."""
-    from .engine import _ranges, device_for, engine_requests, slow_fast, speed_interval
+    from .engine import _ranges, engine_requests, slow_fast, speed_interval
     from .simulator import run_engine, summarize
 
     engines = replicas * (ep if mode == "dp-attention" else 1)
-    make_group(m, spec, mode, ep, imbalance)
     reqs = engine_requests(workload, engines, n_requests, seed)
     e = ep_engine(m, spec, fmt, kv_dtype, mode, ep, efficiency, runtime, max_num_seqs, max_num_batched_tokens,
                   chunked_prefill, block_size, imbalance, int(reqs.prompt.max()))
     mem = e.memory
     s = summarize(run_engine(e.step_model, reqs, e.limits))
-    u, _, prof = device_for(m, spec, fmt, efficiency, runtime)
-    iv = (speed_interval(spec, u, efficiency, prof, max(1, round(s["mean_batch_busy"])), multi_gpu=True, model=m)
-          if ranges else None)
+    iv = (speed_interval(spec, e.unit, efficiency, e.profile, max(1, round(s["mean_batch_busy"])), multi_gpu=True,
+                         model=m) if ranges else None)
     s["range"] = None
     if iv is not None:
         slow, fast = slow_fast(e.step_model, iv)

@@ -407,10 +407,11 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
         if old_n > 0 and last_end == last_end:
             itl_s.append(t_end - last_end)
             itl_n.append(old_n)
-        for t in joined:
-            itl_s.append(t_end - t)
-            itl_n.append(1)
-        joined.clear()
+        if joined:
+            for t in joined:
+                itl_s.append(t_end - t)
+                itl_n.append(1)
+            joined.clear()
         last_end = t_end
 
     def firsts_out(t: float) -> None:
@@ -508,13 +509,7 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
                 advance(dt, b + len(prefilling))
                 steps += 1
                 if db:
-                    if joined or pending:
-                        gaps(now, db, len(pending))
-                    else:   # gaps(now, db, 0), inlined: every decoder ran in the last decode step
-                        if last_end == last_end:
-                            itl_s.append(now - last_end)
-                            itl_n.append(db)
-                        last_end = now
+                    gaps(now, db, len(pending))
                 owed -= min(a, owed)
                 for it, nn in zip(k_items, pieces_n):
                     it[1] += nn
@@ -556,14 +551,7 @@ def run_engine(sm: StepModel, reqs: Requests, lim: EngineLimits) -> EngineTrace:
                 npend = len(pending)
                 if pending:   # their first decode step is the run's first
                     firsts_out(now + (dt if k == 1 else seen[1] if seen and 1 in seen else run_time(1)))
-                t1 = now + dt / k   # the run's first step ...
-                if joined or npend:
-                    gaps(t1, b, npend)
-                else:   # gaps(t1, b, 0), inlined
-                    if last_end == last_end:
-                        itl_s.append(t1 - last_end)
-                        itl_n.append(b)
-                    last_end = t1
+                gaps(now + dt / k, b, npend)   # the run's first step ...
                 if k > 1:   # ... and the k - 1 after it
                     itl_s.append(dt / k)
                     itl_n.append(b * (k - 1))
